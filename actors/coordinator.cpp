@@ -1,0 +1,146 @@
+#include "actors/coordinator.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "core/results.hpp"
+#include "messages/errors.hpp"
+
+namespace bb {
+
+caf::error validate(const coordinator_config& cfg) {
+  if (cfg.max_attempts < 1)
+    return make_error(errc::bad_config, "coordinator: max_attempts must be >= 1");
+  return {};
+}
+
+namespace {
+
+void dispatch(coordinator_pointer self);
+
+void finish_if_done(coordinator_pointer self) {
+  auto& st = self->state;
+  if (!st.table.all_done())
+    return;
+  self->request(st.reporter, caf::infinite, atom::finish_v)
+    .then([=](sweep_report& report) { self->state.promise.deliver(std::move(report)); },
+          [=](caf::error& err) { self->state.promise.deliver(err); });
+}
+
+// Records the end of one attempt: terminal results go to the reporter, faults are retried.
+void settle(coordinator_pointer self, eval_result result) {
+  auto& st = self->state;
+  switch (st.table.finish(result)) {
+    case job_table::verdict::stale:
+      spdlog::debug("coordinator: ignoring stale result of job {} attempt {}", result.job_id,
+                    result.attempt);
+      return;
+    case job_table::verdict::retry:
+      spdlog::warn("coordinator: job {} ({}) attempt {} {}; retrying", result.job_id,
+                   result.op_name, result.attempt, result.outcome);
+      return;
+    case job_table::verdict::terminal:
+      self->send(st.reporter, atom::result_v, std::move(result));
+      return;
+  }
+}
+
+// With no evaluator left, every unfinished job ends as an infrastructure failure.
+void fail_remaining(coordinator_pointer self, const std::string& why) {
+  auto& st = self->state;
+  for (auto id : st.table.unfinished()) {
+    auto r = failed_result(st.table.abandon(id), outcome::infra_error, why);
+    self->send(st.reporter, atom::result_v, std::move(r));
+  }
+}
+
+void dispatch(coordinator_pointer self) {
+  auto& st = self->state;
+  while (!st.idle.empty() && st.table.queued() > 0) {
+    auto worker = st.idle.back();
+    st.idle.pop_back();
+    auto job = *st.table.next();
+    spdlog::debug("coordinator: job {} ({}) attempt {} dispatched", job.job_id, job.op_name,
+                  job.attempt);
+    self->request(worker, st.cfg.evaluate_timeout, atom::evaluate_v, job)
+      .then(
+        [=](eval_result& r) {
+          settle(self, std::move(r));
+          self->state.idle.push_back(worker);
+          dispatch(self);
+          finish_if_done(self);
+        },
+        [=](caf::error& err) {
+          auto& st = self->state;
+          --st.evaluators_alive;
+          spdlog::error("coordinator: evaluator lost during job {} ({}): {}", job.job_id,
+                        job.op_name, describe(err));
+          settle(self, failed_result(job, outcome::infra_error, "evaluator lost: " + describe(err)));
+          if (st.evaluators_alive == 0)
+            fail_remaining(self, "no evaluator left: " + describe(err));
+          dispatch(self);
+          finish_if_done(self);
+        });
+  }
+}
+
+void start(coordinator_pointer self) {
+  auto& st = self->state;
+  for (auto& op : st.cfg.work.ops) {
+    auto id = st.table.add(op);
+    self->request(st.generator, st.cfg.generate_timeout, atom::generate_v, op.op_name)
+      .then(
+        [=](artefact& a) {
+          self->state.table.set_artefact(id, std::move(a));
+          dispatch(self);
+        },
+        [=](caf::error& err) {
+          auto job = self->state.table.job(id);
+          settle(self, failed_result(job, outcome::infra_error, "generator failed: " + describe(err)));
+          finish_if_done(self);
+        });
+  }
+  spdlog::info("coordinator: {} jobs over {} evaluators", st.table.size(), st.idle.size());
+  finish_if_done(self);
+}
+
+} // namespace
+
+coordinator_actor::behavior_type coordinator(coordinator_pointer self, coordinator_config cfg,
+                                             generator_actor generator,
+                                             std::vector<evaluator_actor> evaluators,
+                                             reporter_actor reporter) {
+  if (auto err = validate(cfg)) {
+    self->quit(err);
+    return coordinator_actor::behavior_type::make_empty_behavior();
+  }
+  auto& st = self->state;
+  st.table = job_table(cfg.max_attempts);
+  st.cfg = std::move(cfg);
+  st.generator = std::move(generator);
+  st.reporter = std::move(reporter);
+  st.evaluators_alive = evaluators.size();
+  st.idle = std::move(evaluators);
+  return {
+    [=](atom::run) -> caf::typed_response_promise<sweep_report> {
+      auto& st = self->state;
+      if (st.started) {
+        auto rp = self->make_response_promise<sweep_report>();
+        rp.deliver(make_error(errc::bad_input, "coordinator: the sweep is already running"));
+        return rp;
+      }
+      st.started = true;
+      st.promise = self->make_response_promise<sweep_report>();
+      if (st.idle.empty()) {
+        for (auto& op : st.cfg.work.ops)
+          st.table.add(op);
+        fail_remaining(self, "no evaluators");
+        finish_if_done(self);
+        return st.promise;
+      }
+      start(self);
+      return st.promise;
+    },
+  };
+}
+
+} // namespace bb

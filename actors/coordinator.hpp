@@ -1,0 +1,50 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include "actors/job_table.hpp"
+#include "core/suite.hpp"
+#include "messages/types.hpp"
+
+namespace bb {
+
+struct coordinator_config {
+  suite work;
+  uint32_t max_attempts = 2;
+  /// Bound on one evaluate request; past it the evaluator counts as lost.
+  caf::timespan evaluate_timeout = std::chrono::hours(1);
+  caf::timespan generate_timeout = std::chrono::minutes(10);
+};
+
+caf::error validate(const coordinator_config& cfg);
+
+struct coordinator_state {
+  static inline const char* name = "coordinator";
+  explicit coordinator_state() : table(1) {
+  }
+  coordinator_config cfg;
+  job_table table;
+  generator_actor generator;
+  reporter_actor reporter;
+  std::vector<evaluator_actor> idle;
+  size_t evaluators_alive = 0;
+  bool started = false;
+  caf::typed_response_promise<sweep_report> promise;
+};
+
+using coordinator_pointer = coordinator_actor::stateful_pointer<coordinator_state>;
+
+/// Splits the suite into one job per operator, asks the generator for each kernel, hands
+/// jobs to idle evaluators, retries runner faults, and sends every terminal result to the
+/// reporter. Answers `run` once every job is terminal and the reports are written.
+coordinator_actor::behavior_type coordinator(coordinator_pointer self, coordinator_config cfg,
+                                             generator_actor generator,
+                                             std::vector<evaluator_actor> evaluators,
+                                             reporter_actor reporter);
+
+} // namespace bb

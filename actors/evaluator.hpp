@@ -1,0 +1,54 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+
+#include <caf/error.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "core/runner_process.hpp"
+#include "messages/types.hpp"
+
+namespace bb {
+
+struct evaluator_config {
+  /// The bbrunner program.
+  std::string runner;
+  /// "cpu" or "cuda".
+  std::string device = "cpu";
+  /// Slot number on its node, for names and logs.
+  uint32_t slot = 0;
+  std::string node = "local";
+  /// Folder for runner logs (kernel stdout and stderr); must exist or be creatable.
+  std::string log_dir;
+  double job_timeout_s = 600.0;
+  double start_timeout_s = 60.0;
+  int64_t cpu_warmup = 10;
+  int64_t cpu_runs = 100;
+};
+
+caf::error validate(const evaluator_config& cfg);
+
+struct evaluator_state {
+  static inline const char* name = "evaluator";
+  evaluator_config cfg;
+  runner_process runner;
+  /// Runners started after the first, i.e. after a fault.
+  uint64_t restarts = 0;
+  uint64_t jobs = 0;
+};
+
+using evaluator_pointer = evaluator_actor::stateful_pointer<evaluator_state>;
+
+/// Spawns `n` detached evaluators from `base`, numbering their slots 0..n-1.
+std::vector<evaluator_actor> spawn_evaluators(caf::actor_system& sys, const evaluator_config& base,
+                                              size_t n);
+
+/// Supervises one bbrunner: starts it, sends it jobs, and turns a crash or a timeout into a
+/// terminal result before starting a fresh runner. Blocks on the runner: spawn it detached.
+evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_config cfg);
+
+} // namespace bb

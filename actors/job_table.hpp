@@ -1,0 +1,88 @@
+#pragma once
+
+// The coordinator's job table: every job from creation to exactly one terminal state, with
+// its attempt count and the retry policy. No actors here.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "core/suite.hpp"
+#include "messages/records.hpp"
+
+namespace bb {
+
+class job_table {
+public:
+  enum class state { generating, queued, running, done };
+
+  explicit job_table(uint32_t max_attempts) : max_attempts_(max_attempts) {
+  }
+
+  /// Adds a job for one operator, waiting for its artefact; returns its id.
+  uint64_t add(const op_inputs& op);
+
+  /// The generator delivered the kernel: the job joins the queue.
+  void set_artefact(uint64_t id, artefact kernel);
+
+  /// Takes the next queued job, marks it running and counts the attempt.
+  std::optional<eval_job> next();
+
+  /// What the caller must do with a finished attempt.
+  enum class verdict { terminal, retry, stale };
+
+  /// Records the end of an attempt. A crash, timeout or infrastructure failure goes back to
+  /// the queue while attempts remain (retry); anything else is terminal. A result for an
+  /// attempt that is no longer running (a late duplicate) is stale and changes nothing.
+  verdict finish(const eval_result& result);
+
+  /// Ends a job that will not run (no evaluator left): it is done, whatever its state.
+  /// Returns it as last sent, for its failure record.
+  eval_job abandon(uint64_t id);
+
+  /// The job, as last sent (or as it will be sent).
+  const eval_job& job(uint64_t id) const {
+    return jobs_.at(id).job;
+  }
+
+  state state_of(uint64_t id) const {
+    return jobs_.at(id).st;
+  }
+
+  size_t size() const {
+    return jobs_.size();
+  }
+
+  size_t done() const {
+    return done_;
+  }
+
+  bool all_done() const {
+    return done_ == jobs_.size();
+  }
+
+  size_t queued() const {
+    return queue_.size();
+  }
+
+  /// Ids of the jobs that are not done, in id order.
+  std::vector<uint64_t> unfinished() const;
+
+  /// Whether this outcome is a fault of the runner or the infrastructure, worth a retry.
+  static bool is_retryable(const std::string& outcome);
+
+private:
+  struct entry {
+    eval_job job;
+    state st = state::generating;
+  };
+  uint32_t max_attempts_;
+  uint64_t next_id_ = 1;
+  size_t done_ = 0;
+  std::map<uint64_t, entry> jobs_;
+  std::deque<uint64_t> queue_;
+};
+
+} // namespace bb

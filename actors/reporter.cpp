@@ -1,0 +1,81 @@
+#include "actors/reporter.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "core/reports.hpp"
+#include "core/scoring.hpp"
+#include "messages/errors.hpp"
+
+namespace bb {
+
+caf::error validate(const reporter_config& cfg) {
+  if (cfg.p <= 0)
+    return make_error(errc::bad_config, "reporter: p must be positive");
+  return {};
+}
+
+namespace {
+
+std::string summarize(const eval_result& r) {
+  if (r.outcome != "ok")
+    return r.outcome + (r.detail.empty() ? "" : ": " + r.detail);
+  auto s = score_op(r.op_name, r.correctness, r.performance);
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "%zu/%zu correct, speedup %.2fx", s.passed_inputs,
+                s.correctness_inputs, s.performance);
+  return buf;
+}
+
+} // namespace
+
+reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cfg) {
+  if (auto err = validate(cfg)) {
+    self->quit(err);
+    return reporter_actor::behavior_type::make_empty_behavior();
+  }
+  if (!cfg.log_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(cfg.log_dir, ec);
+    auto path = cfg.log_dir + "/results.jsonl";
+    if (ec || !self->state.journal.open(path)) {
+      self->quit(make_error(errc::io_error, "reporter: cannot open journal " + path + ": "
+                                              + (ec ? ec.message() : std::strerror(errno))));
+      return reporter_actor::behavior_type::make_empty_behavior();
+    }
+  }
+  self->state.cfg = std::move(cfg);
+  return {
+    [=](atom::result, eval_result& r) {
+      auto& st = self->state;
+      if (st.journal.is_open() && !st.journal.append(r))
+        spdlog::error("reporter: cannot append to {}/results.jsonl", st.cfg.log_dir);
+      if (r.outcome != "ok")
+        ++st.failed_jobs;
+      spdlog::info("reporter: [{}/{}] {} attempt {}: {}", st.results.size() + 1,
+                   st.cfg.expected_jobs, r.op_name, r.attempt, summarize(r));
+      st.results.push_back(std::move(r));
+    },
+    [=](atom::finish) -> sweep_report {
+      auto& st = self->state;
+      auto s = score_results(st.results, st.cfg.p);
+      sweep_report report;
+      report.scores_text = format_scores(s);
+      report.jobs = st.results.size();
+      report.failed_jobs = st.failed_jobs;
+      if (!st.cfg.log_dir.empty()) {
+        auto err = write_reports(st.cfg.log_dir, st.cfg.command, st.results, s);
+        if (!err.empty())
+          spdlog::error("reporter: {}", err);
+        else
+          report.log_dir = st.cfg.log_dir;
+      }
+      return report;
+    },
+  };
+}
+
+} // namespace bb

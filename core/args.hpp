@@ -1,0 +1,65 @@
+#pragma once
+
+// The argument grammar of operator traces (DESIGN.md section 3): parses a call string such as
+// "((T([2, 3], f16, [3, 1]), -1,), {'dtype': torch.float32})" into a value tree. No torch here:
+// the coordinator reads traces, bbrunner turns the tree into IValues.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace bb::args {
+
+/// A `T(...)` entry: sizes, dtype short name (f32, bf16, ...), optional strides.
+struct tensor_spec {
+  std::vector<int64_t> sizes;
+  std::string dtype;
+  bool has_strides = false;
+  std::vector<int64_t> strides;
+};
+
+struct value {
+  enum class kind { none, boolean, integer, floating, string, dtype, torch_name, tensor, list };
+  kind k = kind::none;
+  bool b = false;
+  int64_t i = 0;
+  double f = 0.0;
+  /// string text, dtype short name, or the NAME of `torch.NAME`.
+  std::string s;
+  tensor_spec t;
+  std::vector<value> items;
+};
+
+struct call {
+  std::vector<value> args;
+  std::vector<std::pair<std::string, value>> kwargs;
+};
+
+/// Where and why a call string did not parse; column is 1-based.
+struct parse_error {
+  size_t column = 0;
+  std::string expected;
+  std::string found;
+};
+
+/// Renders "column C: expected X, found Y".
+std::string to_string(const parse_error& e);
+
+using parse_result = std::variant<call, parse_error>;
+
+/// Parses one call string "(args, kwargs)".
+parse_result parse_call(std::string_view text);
+
+/// True for the dtype short names of the grammar.
+bool is_dtype(std::string_view name);
+
+/// Bytes of one element of a dtype short name.
+int64_t dtype_size(std::string_view name);
+
+/// Total bytes of every tensor in a call, nested lists included (BackendBench's _args_size).
+int64_t total_tensor_bytes(const call& c);
+
+} // namespace bb::args

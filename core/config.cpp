@@ -1,0 +1,127 @@
+#include "core/config.hpp"
+
+#include <filesystem>
+#include <functional>
+#include <map>
+
+#include <toml++/toml.h>
+
+#include "messages/errors.hpp"
+
+namespace bb {
+
+namespace {
+
+using setter = std::function<bool(const toml::node&)>;
+
+template <class T>
+setter bind(T& target) {
+  return [&target](const toml::node& n) {
+    if constexpr (std::is_same_v<T, double>) {
+      if (auto v = n.value<double>(); v && (n.is_floating_point() || n.is_integer())) {
+        target = *v;
+        return true;
+      }
+      return false;
+    } else if constexpr (std::is_same_v<T, int64_t>) {
+      if (!n.is_integer())
+        return false;
+      target = *n.value<int64_t>();
+      return true;
+    } else {
+      if (!n.is_string())
+        return false;
+      target = *n.value<std::string>();
+      return true;
+    }
+  };
+}
+
+const char* type_name_of(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    default: return "a date or time";
+  }
+}
+
+} // namespace
+
+caf::error load_settings(const std::string& path, settings& out) {
+  settings s = out;
+  struct key_info {
+    setter set;
+    const char* expected;
+  };
+  std::map<std::string, key_info> keys = {
+    {"run.log_dir", {bind(s.log_dir), "a string"}},
+    {"run.p", {bind(s.p), "a number"}},
+    {"evaluator.devices", {bind(s.devices), "an integer"}},
+    {"evaluator.runner", {bind(s.runner), "a string"}},
+    {"evaluator.job_timeout_s", {bind(s.job_timeout_s), "a number"}},
+    {"evaluator.start_timeout_s", {bind(s.start_timeout_s), "a number"}},
+    {"evaluator.max_attempts", {bind(s.max_attempts), "an integer"}},
+    {"timing.cpu_warmup", {bind(s.cpu_warmup), "an integer"}},
+    {"timing.cpu_runs", {bind(s.cpu_runs), "an integer"}},
+    {"log.level", {bind(s.log_level), "a string"}},
+  };
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    return make_error(errc::bad_config, path + ":" + std::to_string(e.source().begin.line) + ": "
+                                          + std::string(e.description()));
+  }
+  for (auto&& [section, node] : root) {
+    auto where = [&](const toml::node& n) {
+      return path + ":" + std::to_string(n.source().begin.line) + ": ";
+    };
+    auto* table = node.as_table();
+    if (!table)
+      return make_error(errc::bad_config, where(node) + "unknown key '" + std::string(section.str())
+                                            + "' (settings live in sections such as [evaluator])");
+    for (auto&& [key, value] : *table) {
+      auto full = std::string(section.str()) + "." + std::string(key.str());
+      auto it = keys.find(full);
+      if (it == keys.end())
+        return make_error(errc::bad_config, where(value) + "unknown key '" + full + "'");
+      if (!it->second.set(value))
+        return make_error(errc::bad_config, where(value) + "key '" + full + "' must be "
+                                              + it->second.expected + ", not "
+                                              + type_name_of(value));
+    }
+  }
+  out = s;
+  return {};
+}
+
+std::string default_runner_path() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec)
+    return "bbrunner";
+  return (self.parent_path() / "bbrunner").string();
+}
+
+caf::error validate(const settings& s) {
+  auto bad = [](const std::string& what) { return make_error(errc::bad_config, what); };
+  if (s.devices < 0)
+    return bad("evaluator.devices must be >= 0");
+  if (s.job_timeout_s <= 0 || s.start_timeout_s <= 0)
+    return bad("evaluator timeouts must be positive");
+  if (s.max_attempts < 1)
+    return bad("evaluator.max_attempts must be >= 1");
+  if (s.cpu_warmup < 0 || s.cpu_runs < 1)
+    return bad("timing.cpu_warmup must be >= 0 and timing.cpu_runs >= 1");
+  static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  for (auto l : levels)
+    if (s.log_level == l)
+      return {};
+  return bad("log.level must be one of trace, debug, info, warn, error, critical, off");
+}
+
+} // namespace bb

@@ -1,0 +1,40 @@
+#pragma once
+
+// Settings that are not flags (timeouts, slots, paths), loaded from TOML. configs/default.toml
+// documents every key; --config FILE loads one; command-line flags override it.
+
+#include <cstdint>
+#include <string>
+
+#include <caf/error.hpp>
+
+namespace bb {
+
+struct settings {
+  // [run]
+  std::string log_dir;      ///< empty: backendbench_output_<timestamp>
+  double p = 1.0;           ///< perf@p threshold
+  // [evaluator]
+  int64_t devices = 0;      ///< CPU evaluator slots on a node without GPUs; 0: one
+  std::string runner;       ///< bbrunner to start; empty: the one beside the program
+  double job_timeout_s = 600.0;
+  double start_timeout_s = 60.0;
+  int64_t max_attempts = 2; ///< attempts per job whose runner died, before the failure is final
+  // [timing]
+  int64_t cpu_warmup = 10;
+  int64_t cpu_runs = 100;
+  // [log]
+  std::string log_level = "info";
+};
+
+/// Loads `path` over `out`. An unknown key, a wrong type or bad TOML is an error naming the
+/// file, line and key; `out` keeps its values for keys the file does not set.
+caf::error load_settings(const std::string& path, settings& out);
+
+/// bbrunner beside the running program (/proc/self/exe), the default for evaluator.runner.
+std::string default_runner_path();
+
+/// Checks ranges (positive timeouts, ...); the error names the setting.
+caf::error validate(const settings& s);
+
+} // namespace bb

@@ -1,0 +1,52 @@
+#pragma once
+
+// JSON forms of the records (nlohmann) and the run journal results.jsonl: one line per
+// terminal job event, appended and flushed as results arrive; the source of truth for resume.
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "messages/records.hpp"
+
+namespace bb {
+
+void to_json(nlohmann::json& j, const correctness_record& x);
+void from_json(const nlohmann::json& j, correctness_record& x);
+void to_json(nlohmann::json& j, const performance_record& x);
+void from_json(const nlohmann::json& j, performance_record& x);
+void to_json(nlohmann::json& j, const provenance& x);
+void from_json(const nlohmann::json& j, provenance& x);
+void to_json(nlohmann::json& j, const eval_result& x);
+void from_json(const nlohmann::json& j, eval_result& x);
+
+/// Appends journal lines to a file, flushing each one to the OS before returning.
+class journal_writer {
+public:
+  journal_writer() = default;
+  journal_writer(const journal_writer&) = delete;
+  journal_writer& operator=(const journal_writer&) = delete;
+  ~journal_writer();
+
+  /// Opens `path` for appending; false (and errno set) on failure.
+  bool open(const std::string& path);
+
+  /// Writes one "job_finished" line for `r`; false on a write error.
+  bool append(const eval_result& r);
+
+  bool is_open() const {
+    return file_ != nullptr;
+  }
+
+private:
+  std::FILE* file_ = nullptr;
+};
+
+/// One journal line as JSON text (no newline).
+std::string journal_line(const eval_result& r);
+
+/// Parses a journal line back into a result; throws nlohmann::json::exception on bad input.
+eval_result parse_journal_line(const std::string& line);
+
+} // namespace bb

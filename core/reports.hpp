@@ -1,0 +1,22 @@
+#pragma once
+
+// BackendBench's report files (output.py): OVERALL_SUMMARY.md, full_results.json,
+// operator_summary.csv, failed_tests.json, with BackendBench's field names.
+
+#include <string>
+#include <vector>
+
+#include "core/scoring.hpp"
+#include "messages/records.hpp"
+
+namespace bb {
+
+/// Writes the four report files into `dir` (created if missing). Returns an empty string on
+/// success, else what failed and where.
+std::string write_reports(const std::string& dir, const std::string& command,
+                          const std::vector<eval_result>& results, const scores& s);
+
+/// A CSV field quoted as Python's csv module quotes it (minimal quoting).
+std::string csv_field(const std::string& text);
+
+} // namespace bb

@@ -1,0 +1,200 @@
+#include "core/runner_process.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/frames.hpp"
+#include "messages/runner.hpp"
+
+namespace bb {
+
+namespace {
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGPIPE: return "SIGPIPE";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+} // namespace
+
+std::string describe_wait_status(int status) {
+  if (WIFSIGNALED(status))
+    return "killed by signal " + std::to_string(WTERMSIG(status)) + " ("
+           + signal_name(WTERMSIG(status)) + ")";
+  if (WIFEXITED(status))
+    return "exited with status " + std::to_string(WEXITSTATUS(status));
+  return "ended with wait status " + std::to_string(status);
+}
+
+runner_process::~runner_process() {
+  stop();
+}
+
+std::string runner_process::start(const runner_spec& spec, int timeout_ms) {
+  stop();
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return std::string("socketpair failed: ") + std::strerror(errno);
+  int log_fd = ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return "cannot open runner log " + spec.log_path + ": " + std::strerror(errno);
+  }
+  // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
+  std::vector<std::string> words{spec.program};
+  words.insert(words.end(), spec.args.begin(), spec.args.end());
+  words.push_back("--fd");
+  words.push_back(std::to_string(sv[1]));
+  std::vector<char*> argv;
+  for (auto& w : words)
+    argv.push_back(w.data());
+  argv.push_back(nullptr);
+  const char* dir = spec.work_dir.empty() ? nullptr : spec.work_dir.c_str();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(sv[0]);
+    ::close(sv[1]);
+    ::close(log_fd);
+    return std::string("fork failed: ") + std::strerror(errno);
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0)
+      ::dup2(devnull, 0);
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
+    ::fcntl(sv[1], F_SETFD, 0);
+    if (dir && ::chdir(dir) != 0)
+      ::_exit(126);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  // Also from the parent, so the group exists before we might signal it.
+  ::setpgid(pid, pid);
+  ::close(sv[1]);
+  ::close(log_fd);
+  pid_ = pid;
+  fd_ = sv[0];
+  std::string frame;
+  auto st = frames::read_frame(fd_, frame, timeout_ms);
+  if (st != frames::read_status::ok) {
+    auto how = st == frames::read_status::timeout ? terminate(500) : reap(2000);
+    return "runner " + spec.program + " did not start"
+           + (st == frames::read_status::timeout ? " (no hello in time)" : "") + ": " + how
+           + " (see " + spec.log_path + ")";
+  }
+  try {
+    auto hello = unpack<runner_reply>(frame);
+    if (hello.kind != "hello" || hello.protocol != protocol_version) {
+      terminate(500);
+      return "runner speaks protocol " + std::to_string(hello.protocol) + ", expected "
+             + std::to_string(protocol_version);
+    }
+    where_ = hello.where;
+  } catch (const std::exception& e) {
+    terminate(500);
+    return std::string("malformed hello from runner: ") + e.what();
+  }
+  return "";
+}
+
+runner_process::call_outcome runner_process::evaluate(const eval_job& job, int timeout_ms) {
+  call_outcome out;
+  if (!running()) {
+    out.why = outcome::infra_error;
+    out.detail = "runner is not running";
+    return out;
+  }
+  runner_request req{"evaluate", job};
+  if (!frames::write_frame(fd_, pack(req))) {
+    out.why = outcome::crashed;
+    out.detail = "runner " + reap(2000);
+    return out;
+  }
+  std::string frame;
+  auto st = frames::read_frame(fd_, frame, timeout_ms);
+  if (st == frames::read_status::timeout) {
+    out.why = outcome::timed_out;
+    out.detail = "no result after " + std::to_string(timeout_ms / 1000.0).substr(0, 6)
+                 + " s; runner " + terminate(1000);
+    return out;
+  }
+  if (st != frames::read_status::ok) {
+    out.why = outcome::crashed;
+    out.detail = "runner " + reap(2000);
+    return out;
+  }
+  try {
+    auto reply = unpack<runner_reply>(frame);
+    out.ok = true;
+    out.result = std::move(reply.result);
+  } catch (const std::exception& e) {
+    out.why = outcome::infra_error;
+    out.detail = std::string("malformed result from runner: ") + e.what() + "; runner "
+                 + terminate(500);
+  }
+  return out;
+}
+
+void runner_process::stop() {
+  if (!running())
+    return;
+  frames::write_frame(fd_, pack(runner_request{"stop", {}}));
+  if (reap(1000).empty())
+    terminate(1000);
+}
+
+std::string runner_process::reap(int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_ || (r < 0 && errno == ECHILD)) {
+      // The group may still hold children of the kernel: end them too.
+      ::kill(-pid_, SIGKILL);
+      ::close(fd_);
+      fd_ = -1;
+      pid_ = -1;
+      return r == pid_ ? describe_wait_status(status) : "was already reaped";
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+std::string runner_process::terminate(int grace_ms) {
+  if (!running())
+    return "was not running";
+  ::kill(-pid_, SIGTERM);
+  auto how = reap(grace_ms);
+  if (!how.empty())
+    return how;
+  ::kill(-pid_, SIGKILL);
+  how = reap(5000);
+  return how.empty() ? "did not die after SIGKILL" : how;
+}
+
+} // namespace bb

@@ -1,0 +1,81 @@
+#pragma once
+
+// One bbrunner child process: started in its own process group with a socketpair as its
+// channel, stdout and stderr to a log file, core dumps off. Blocking: use it from a detached
+// actor or a thread.
+
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+#include "messages/records.hpp"
+
+namespace bb {
+
+struct runner_spec {
+  std::string program;
+  /// Arguments after the program name; "--fd N" is added.
+  std::vector<std::string> args;
+  /// stdout and stderr of the runner (and so of the kernels) are appended here.
+  std::string log_path;
+  /// Working folder of the runner; empty: inherit.
+  std::string work_dir;
+};
+
+class runner_process {
+public:
+  runner_process() = default;
+  runner_process(const runner_process&) = delete;
+  runner_process& operator=(const runner_process&) = delete;
+  ~runner_process();
+
+  /// Starts the runner and waits up to `timeout_ms` for its hello. Returns an empty string on
+  /// success, else why it failed (the process is then gone).
+  std::string start(const runner_spec& spec, int timeout_ms);
+
+  /// What one call ended with: a result, or why there is none.
+  struct call_outcome {
+    bool ok = false;
+    eval_result result;
+    outcome why = outcome::ok;
+    std::string detail;
+  };
+
+  /// Sends `job` and waits up to `timeout_ms` for its result. On a crash or a timeout the
+  /// runner's whole process group is killed and reaped; start() again before the next call.
+  call_outcome evaluate(const eval_job& job, int timeout_ms);
+
+  /// Asks the runner to exit, then kills its process group if it does not within a second.
+  void stop();
+
+  bool running() const {
+    return pid_ > 0;
+  }
+
+  pid_t pid() const {
+    return pid_;
+  }
+
+  /// Provenance announced by the runner's hello.
+  const provenance& where() const {
+    return where_;
+  }
+
+private:
+  /// Kills the group (SIGTERM, then SIGKILL after `grace_ms`), reaps the child and returns how
+  /// it ended, e.g. "killed by signal 9 (SIGKILL)".
+  std::string terminate(int grace_ms);
+
+  /// Waits up to `timeout_ms` for the child to exit; returns its description or "".
+  std::string reap(int timeout_ms);
+
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  provenance where_;
+};
+
+/// "killed by signal 11 (SIGSEGV)" or "exited with status 3" for a wait status.
+std::string describe_wait_status(int status);
+
+} // namespace bb

@@ -1,0 +1,50 @@
+#pragma once
+
+// The scores of DESIGN.md section 5, computed from job results.
+
+#include <string>
+#include <vector>
+
+#include "messages/records.hpp"
+
+namespace bb {
+
+/// One operator's verdict.
+struct op_score {
+  std::string op_name;
+  /// All correctness inputs passed (and there was at least one).
+  bool correct = false;
+  /// Geomean of the performance inputs' speedups, a failed input counting as 1.0.
+  double performance = 1.0;
+  size_t correctness_inputs = 0;
+  size_t passed_inputs = 0;
+};
+
+struct scores {
+  /// Mean over operators of correct.
+  double correctness = 0.0;
+  /// Geomean over operators of their performance.
+  double performance = 1.0;
+  /// Share of operators that are correct and faster than p.
+  double perf_at_p = 0.0;
+  double p = 1.0;
+  std::vector<op_score> ops;
+};
+
+/// Geometric mean; 1.0 for an empty list (no evidence of a speedup either way).
+double geomean(const std::vector<double>& xs);
+
+/// Scores one operator from its records.
+op_score score_op(const std::string& op_name, const std::vector<correctness_record>& correctness,
+                  const std::vector<performance_record>& performance);
+
+/// Scores a sweep: one op_score per result, in order.
+scores score_results(const std::vector<eval_result>& results, double p);
+
+/// A double as Python's repr writes it: 1.0, 1.5, 0.1.
+std::string python_float(double x);
+
+/// The three lines BackendBench prints, two decimals each.
+std::string format_scores(const scores& s);
+
+} // namespace bb

@@ -1,0 +1,139 @@
+#pragma once
+
+// The records that cross process boundaries (coordinator <-> node <-> runner). Plain
+// aggregates with msgpack map encodings; no CAF and no torch here, so bbrunner can use them.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <msgpack.hpp>
+
+namespace bb {
+
+/// Version of the msgpack wire protocol; a peer with another version is refused.
+inline constexpr uint32_t protocol_version = 1;
+
+/// How one job, or one input of a job, ended.
+enum class outcome : uint8_t {
+  ok,
+  incorrect,
+  exception,
+  compile_failed,
+  crashed,
+  timed_out,
+  cuda_error,
+  oom,
+  reference_error,
+  unsupported,
+  infra_error,
+};
+
+inline const char* to_string(outcome x) {
+  switch (x) {
+    case outcome::ok: return "ok";
+    case outcome::incorrect: return "incorrect";
+    case outcome::exception: return "exception";
+    case outcome::compile_failed: return "compile_failed";
+    case outcome::crashed: return "crashed";
+    case outcome::timed_out: return "timed_out";
+    case outcome::cuda_error: return "cuda_error";
+    case outcome::oom: return "oom";
+    case outcome::reference_error: return "reference_error";
+    case outcome::unsupported: return "unsupported";
+    case outcome::infra_error: return "infra_error";
+  }
+  return "unknown";
+}
+
+inline bool from_string(const std::string& s, outcome& x) {
+  for (int i = 0; i <= static_cast<int>(outcome::infra_error); ++i) {
+    auto candidate = static_cast<outcome>(i);
+    if (s == to_string(candidate)) {
+      x = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
+/// A kernel to evaluate: what a generator produced for one operator.
+struct artefact {
+  /// "aten" (the operator itself), later "py", "cpp", "cu".
+  std::string kind;
+  /// Path of the source inside the artefact store, empty for aten.
+  std::string path;
+  std::string source;
+  /// Content hash of the source (hex); "aten" for the aten backend.
+  std::string hash;
+  MSGPACK_DEFINE_MAP(kind, path, source, hash);
+};
+
+/// One operator's evaluation: its inputs as argument strings, and the kernel to run on them.
+struct eval_job {
+  uint64_t job_id = 0;
+  uint32_t attempt = 0;
+  std::string op_name;
+  artefact kernel;
+  std::vector<std::string> correctness_inputs;
+  std::vector<std::string> performance_inputs;
+  MSGPACK_DEFINE_MAP(job_id, attempt, op_name, kernel, correctness_inputs, performance_inputs);
+};
+
+/// BackendBench's CorrectnessTestResult, field for field.
+struct correctness_record {
+  std::string op_name;
+  std::string args;
+  bool is_correct = false;
+  std::string error_msg;
+  std::string error_type;
+  std::string traceback;
+  double max_abs_error = 0.0;
+  double max_rel_error = 0.0;
+  std::string test_type = "correctness";
+  MSGPACK_DEFINE_MAP(op_name, args, is_correct, error_msg, error_type, traceback, max_abs_error,
+                     max_rel_error, test_type);
+};
+
+/// BackendBench's PerformanceTestResult, field for field.
+struct performance_record {
+  std::string op_name;
+  std::string args;
+  double speedup = 0.0;
+  double benchmark_time_ms = 0.0;
+  double reference_time_ms = 0.0;
+  std::string error_msg;
+  bool successfully_ran = false;
+  std::string test_type = "performance";
+  MSGPACK_DEFINE_MAP(op_name, args, speedup, benchmark_time_ms, reference_time_ms, error_msg,
+                     successfully_ran, test_type);
+};
+
+/// Where a result was measured.
+struct provenance {
+  std::string node;
+  std::string device;
+  std::string driver;
+  std::string torch_version;
+  std::string artefact_hash;
+  MSGPACK_DEFINE_MAP(node, device, driver, torch_version, artefact_hash);
+};
+
+/// The terminal record of one job.
+struct eval_result {
+  uint64_t job_id = 0;
+  uint32_t attempt = 0;
+  std::string op_name;
+  /// "ok" when the runner evaluated every input (each input carries its own verdict);
+  /// otherwise why the job as a whole failed.
+  std::string outcome = "ok";
+  std::string detail;
+  std::vector<correctness_record> correctness;
+  std::vector<performance_record> performance;
+  provenance where;
+  double wall_seconds = 0.0;
+  MSGPACK_DEFINE_MAP(job_id, attempt, op_name, outcome, detail, correctness, performance, where,
+                     wall_seconds);
+};
+
+} // namespace bb

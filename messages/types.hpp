@@ -1,0 +1,116 @@
+#pragma once
+
+// What actors say to each other: the project's CAF type-id block, atoms, inspect functions for
+// the records, and every typed actor interface.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/type_id.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "messages/records.hpp"
+
+namespace bb {
+
+/// What a sweep ended with, sent back to whoever started it.
+struct sweep_report {
+  /// The three score lines.
+  std::string scores_text;
+  uint64_t jobs = 0;
+  /// Jobs whose runner died or timed out.
+  uint64_t failed_jobs = 0;
+  /// Where the reports were written; empty with --disable-output-logs.
+  std::string log_dir;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, artefact& x) {
+  return f(caf::meta::type_name("artefact"), x.kind, x.path, x.source, x.hash);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, eval_job& x) {
+  return f(caf::meta::type_name("eval_job"), x.job_id, x.attempt, x.op_name, x.kernel,
+           x.correctness_inputs, x.performance_inputs);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, correctness_record& x) {
+  return f(caf::meta::type_name("correctness_record"), x.op_name, x.args, x.is_correct,
+           x.error_msg, x.error_type, x.traceback, x.max_abs_error, x.max_rel_error, x.test_type);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, performance_record& x) {
+  return f(caf::meta::type_name("performance_record"), x.op_name, x.args, x.speedup,
+           x.benchmark_time_ms, x.reference_time_ms, x.error_msg, x.successfully_ran,
+           x.test_type);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, provenance& x) {
+  return f(caf::meta::type_name("provenance"), x.node, x.device, x.driver, x.torch_version,
+           x.artefact_hash);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
+  return f(caf::meta::type_name("eval_result"), x.job_id, x.attempt, x.op_name, x.outcome,
+           x.detail, x.correctness, x.performance, x.where, x.wall_seconds);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sweep_report& x) {
+  return f(caf::meta::type_name("sweep_report"), x.scores_text, x.jobs, x.failed_jobs, x.log_dir);
+}
+
+} // namespace bb
+
+CAF_BEGIN_TYPE_ID_BLOCK(bb, caf::first_custom_type_id)
+  CAF_ADD_TYPE_ID(bb, (bb::artefact))
+  CAF_ADD_TYPE_ID(bb, (bb::eval_job))
+  CAF_ADD_TYPE_ID(bb, (bb::correctness_record))
+  CAF_ADD_TYPE_ID(bb, (bb::performance_record))
+  CAF_ADD_TYPE_ID(bb, (bb::provenance))
+  CAF_ADD_TYPE_ID(bb, (bb::eval_result))
+  CAF_ADD_TYPE_ID(bb, (bb::sweep_report))
+  CAF_ADD_ATOM(bb, bb::atom, evaluate, "evaluate")
+  CAF_ADD_ATOM(bb, bb::atom, generate, "generate")
+  CAF_ADD_ATOM(bb, bb::atom, result, "result")
+  CAF_ADD_ATOM(bb, bb::atom, finish, "finish")
+  CAF_ADD_ATOM(bb, bb::atom, run, "run")
+  CAF_ADD_ATOM(bb, bb::atom, ping, "ping")
+  CAF_ADD_ATOM(bb, bb::atom, pong, "pong")
+CAF_END_TYPE_ID_BLOCK(bb)
+
+namespace bb {
+
+/// The EVALUATOR actor: runs jobs on one device slot through its bbrunner process.
+using evaluator_actor = caf::typed_actor<
+  // Evaluate every input of one job; always answers with a terminal result, never an error.
+  caf::replies_to<atom::evaluate, eval_job>::with<eval_result>,
+  // Liveness probe.
+  caf::replies_to<atom::ping>::with<atom::pong>>;
+
+/// The GENERATOR actor: turns an operator into a kernel artefact.
+using generator_actor = caf::typed_actor<
+  // Produce the kernel to evaluate for one operator (full name, e.g. aten.relu.default).
+  caf::replies_to<atom::generate, std::string>::with<artefact>>;
+
+/// The REPORTER actor: consumes results as they arrive and writes the run's files.
+using reporter_actor = caf::typed_actor<
+  // Record one terminal job result: journal line, progress.
+  caf::reacts_to<atom::result, eval_result>,
+  // All jobs are terminal: write the reports and answer with the scores.
+  caf::replies_to<atom::finish>::with<sweep_report>>;
+
+/// The COORDINATOR actor: splits a suite into jobs and drives each to a terminal state.
+using coordinator_actor = caf::typed_actor<
+  // Run the sweep; answers when every job is terminal and the reports are written.
+  caf::replies_to<atom::run>::with<sweep_report>>;
+
+} // namespace bb

@@ -1,0 +1,74 @@
+// bbrunner: the sandboxed child of an evaluator. It links libtorch, speaks length-prefixed
+// msgpack frames over the inherited socket given by --fd (never stdout), and evaluates one job
+// at a time. Its stdout and stderr belong to the kernels and go to the evaluator's log.
+
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "core/frames.hpp"
+#include "messages/runner.hpp"
+#include "runner/runner.hpp"
+
+namespace {
+
+bool send(int fd, const bb::runner_reply& reply) {
+  return bb::frames::write_frame(fd, bb::pack(reply));
+}
+
+// Test fault injection: BBCLUSTER_TEST_KILL_RUNNER_ON=<op name> makes the runner kill itself
+// with SIGKILL when it receives a job for that operator, as a crashing kernel would.
+void maybe_inject_fault(const bb::eval_job& job) {
+  if (const char* op = std::getenv("BBCLUSTER_TEST_KILL_RUNNER_ON"); op && job.op_name == op)
+    std::raise(SIGKILL);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bbrunner: evaluates kernels for one evaluator (started by bbnode/bbcluster)"};
+  int fd = -1;
+  bb::runner::options opts;
+  app.add_option("--fd", fd, "inherited socket to the evaluator")->required();
+  app.add_option("--device", opts.device, "cpu or cuda");
+  app.add_option("--node", opts.node, "node name for provenance");
+  app.add_option("--cpu-warmup", opts.cpu_warmup, "cpu_bench warm-up calls");
+  app.add_option("--cpu-runs", opts.cpu_runs, "cpu_bench timed calls");
+  CLI11_PARSE(app, argc, argv);
+
+  bb::runner_reply hello;
+  hello.kind = "hello";
+  hello.where = bb::runner::describe(opts);
+  if (!send(fd, hello))
+    return 3;
+  for (;;) {
+    std::string frame;
+    auto st = bb::frames::read_frame(fd, frame, -1);
+    if (st == bb::frames::read_status::closed)
+      return 0;
+    if (st != bb::frames::read_status::ok) {
+      std::cerr << "bbrunner: cannot read from the evaluator\n";
+      return 3;
+    }
+    bb::runner_request req;
+    try {
+      req = bb::unpack<bb::runner_request>(frame);
+    } catch (const std::exception& e) {
+      std::cerr << "bbrunner: malformed request: " << e.what() << "\n";
+      return 3;
+    }
+    if (req.kind == "stop")
+      return 0;
+    maybe_inject_fault(req.job);
+    bb::runner_reply reply;
+    reply.kind = "result";
+    reply.result = bb::runner::evaluate_job(req.job, opts);
+    std::cout.flush();
+    std::cerr.flush();
+    if (!send(fd, reply))
+      return 3;
+  }
+}

@@ -1,0 +1,226 @@
+#include "runner/runner.hpp"
+
+#include <chrono>
+#include <functional>
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+#include <torch/version.h>
+
+#include "core/args.hpp"
+#include "core/ops.hpp"
+#include "runner/compare.hpp"
+#include "runner/inputs.hpp"
+
+namespace bb::runner {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// A failure of one call, as the record fields want it.
+struct call_error {
+  std::string type;
+  std::string message;
+  std::string traceback;
+};
+
+template <class F>
+std::optional<call_error> guarded(F&& f) {
+  try {
+    f();
+    return std::nullopt;
+  } catch (const c10::OutOfMemoryError& e) {
+    return call_error{"oom", e.what_without_backtrace(), e.what()};
+  } catch (const c10::Error& e) {
+    return call_error{"exception", e.what_without_backtrace(), e.what()};
+  } catch (const std::exception& e) {
+    return call_error{"exception", e.what(), ""};
+  }
+}
+
+// The value an op call leaves on the stack: one return, or a tuple of several.
+c10::IValue result_of(std::vector<c10::IValue>& stack) {
+  if (stack.size() == 1)
+    return std::move(stack[0]);
+  return c10::ivalue::Tuple::create(std::move(stack));
+}
+
+// A callable kernel: the operator itself for the aten backend.
+using kernel_fn = std::function<void(std::vector<c10::IValue>&)>;
+
+// BackendBench's cpu_bench: warm-up calls, then the mean of timed calls, in milliseconds.
+double cpu_bench_ms(const std::function<void()>& fn, int64_t warmup, int64_t runs) {
+  for (int64_t i = 0; i < warmup; ++i)
+    fn();
+  auto start = clock::now();
+  for (int64_t i = 0; i < runs; ++i)
+    fn();
+  std::chrono::duration<double, std::milli> total = clock::now() - start;
+  return total.count() / static_cast<double>(runs);
+}
+
+struct op_context {
+  const eval_job& job;
+  const options& opts;
+  c10::OperatorHandle op;
+  at::Device device;
+  kernel_fn kernel;
+};
+
+std::optional<built_call> build(const op_context& ctx, const std::string& text, call_error& err) {
+  auto parsed = args::parse_call(text);
+  if (auto* e = std::get_if<args::parse_error>(&parsed)) {
+    err = {"bad_input", "cannot parse input: " + args::to_string(*e), ""};
+    return std::nullopt;
+  }
+  std::optional<built_call> out;
+  if (auto failure = guarded([&] {
+        out = build_call(std::get<args::call>(parsed), ctx.op.schema(),
+                         input_seed(ctx.job.op_name, text), ctx.device);
+      })) {
+    err = *failure;
+    err.type = failure->message.rfind("unsupported", 0) == 0 ? "unsupported" : "reference_error";
+  }
+  return out;
+}
+
+// Runs the reference and the kernel on fresh clones; fills `ref` and `res`.
+std::optional<call_error> run_both(const op_context& ctx, const built_call& call, c10::IValue& ref,
+                                   c10::IValue& res) {
+  std::vector<c10::IValue> stack;
+  if (auto e = guarded([&] {
+        stack = make_stack(call, ctx.op.schema());
+        ctx.op.callBoxed(stack);
+        ref = result_of(stack);
+      })) {
+    e->type = "reference_error";
+    return e;
+  }
+  return guarded([&] {
+    stack = make_stack(call, ctx.op.schema());
+    ctx.kernel(stack);
+    res = result_of(stack);
+  });
+}
+
+correctness_record check_input(const op_context& ctx, const std::string& text) {
+  correctness_record rec;
+  rec.op_name = ctx.job.op_name;
+  rec.args = text;
+  call_error err;
+  auto call = build(ctx, text, err);
+  c10::IValue ref, res;
+  if (call) {
+    if (auto e = run_both(ctx, *call, ref, res))
+      err = *e;
+  }
+  if (!err.type.empty()) {
+    rec.error_type = err.type;
+    rec.error_msg = err.message;
+    rec.traceback = err.traceback;
+    return rec;
+  }
+  auto cmp = compare(ref, res, ctx.opts.atol, ctx.opts.rtol);
+  rec.is_correct = cmp.ok;
+  rec.max_abs_error = cmp.max_abs_error;
+  rec.max_rel_error = cmp.max_rel_error;
+  if (!cmp.ok) {
+    rec.error_type = "incorrect";
+    rec.error_msg = cmp.message;
+  }
+  return rec;
+}
+
+performance_record time_input(const op_context& ctx, const std::string& text) {
+  performance_record rec;
+  rec.op_name = ctx.job.op_name;
+  rec.args = text;
+  rec.speedup = 1.0;
+  call_error err;
+  auto call = build(ctx, text, err);
+  if (!call) {
+    rec.error_msg = err.type + ": " + err.message;
+    return rec;
+  }
+  auto& schema = ctx.op.schema();
+  auto reference_stack = make_stack(*call, schema);
+  auto kernel_stack = make_stack(*call, schema);
+  auto timed = [&](const std::function<void(std::vector<c10::IValue>&)>& f,
+                   const std::vector<c10::IValue>& prepared) {
+    return cpu_bench_ms(
+      [&] {
+        auto stack = prepared;
+        f(stack);
+      },
+      ctx.opts.cpu_warmup, ctx.opts.cpu_runs);
+  };
+  if (auto e = guarded([&] {
+        rec.reference_time_ms = timed([&](auto& s) { ctx.op.callBoxed(s); }, reference_stack);
+      })) {
+    rec.error_msg = "reference_error: " + e->message;
+    return rec;
+  }
+  c10::IValue ref, res;
+  if (auto e = run_both(ctx, *call, ref, res)) {
+    rec.error_msg = e->type + ": " + e->message;
+    return rec;
+  }
+  auto cmp = compare(ref, res, ctx.opts.atol, ctx.opts.rtol);
+  if (!cmp.ok) {
+    rec.error_msg = "incorrect: " + cmp.message;
+    return rec;
+  }
+  if (auto e = guarded([&] { rec.benchmark_time_ms = timed(ctx.kernel, kernel_stack); })) {
+    rec.error_msg = e->type + ": " + e->message;
+    return rec;
+  }
+  rec.successfully_ran = true;
+  rec.speedup = rec.benchmark_time_ms > 0 ? rec.reference_time_ms / rec.benchmark_time_ms : 1.0;
+  return rec;
+}
+
+} // namespace
+
+provenance describe(const options& opts) {
+  provenance p;
+  p.node = opts.node;
+  p.device = opts.device == "cpu" ? "cpu" : opts.device;
+  p.driver = "none";
+  p.torch_version = TORCH_VERSION;
+  return p;
+}
+
+eval_result evaluate_job(const eval_job& job, const options& opts) {
+  auto start = clock::now();
+  eval_result r;
+  r.job_id = job.job_id;
+  r.attempt = job.attempt;
+  r.op_name = job.op_name;
+  r.where = describe(opts);
+  r.where.artefact_hash = job.kernel.hash;
+  auto finish = [&](std::string outcome_text, std::string detail) {
+    r.outcome = std::move(outcome_text);
+    r.detail = std::move(detail);
+    r.wall_seconds = std::chrono::duration<double>(clock::now() - start).count();
+    return r;
+  };
+  if (job.kernel.kind != "aten")
+    return finish("unsupported", "kernel kind '" + job.kernel.kind + "' is not supported by this runner");
+  auto name = ops::to_schema_name(job.op_name);
+  auto handle = c10::Dispatcher::singleton().findSchema({name.name, name.overload});
+  if (!handle)
+    return finish("unsupported", "unsupported op: " + job.op_name + " is not in torch " TORCH_VERSION);
+  c10::OperatorHandle op = *handle;
+  op_context ctx{job, opts, op, at::Device(opts.device == "cpu" ? "cpu" : "cuda"),
+                 [op](std::vector<c10::IValue>& s) { op.callBoxed(s); }};
+  at::NoGradGuard no_grad;
+  for (auto& text : job.correctness_inputs)
+    r.correctness.push_back(check_input(ctx, text));
+  for (auto& text : job.performance_inputs)
+    r.performance.push_back(time_input(ctx, text));
+  return finish("ok", "");
+}
+
+} // namespace bb::runner

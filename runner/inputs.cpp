@@ -1,0 +1,293 @@
+#include "runner/inputs.hpp"
+
+#include <stdexcept>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/jit_type.h>
+
+namespace bb::runner {
+
+namespace {
+
+using args::value;
+
+at::ScalarType scalar_type_of(const std::string& short_name) {
+  static const std::pair<const char*, at::ScalarType> table[] = {
+    {"bf16", at::kBFloat16},    {"f16", at::kHalf},        {"f32", at::kFloat},
+    {"f64", at::kDouble},       {"c32", at::kComplexHalf}, {"c64", at::kComplexFloat},
+    {"c128", at::kComplexDouble}, {"i8", at::kChar},       {"i16", at::kShort},
+    {"i32", at::kInt},          {"i64", at::kLong},        {"b8", at::kBool},
+    {"u8", at::kByte}};
+  for (auto& [name, type] : table)
+    if (short_name == name)
+      return type;
+  throw std::invalid_argument("unknown dtype '" + short_name + "'");
+}
+
+// torch.NAME values: dtypes, memory formats and layouts.
+c10::IValue torch_name_value(const std::string& name) {
+  static const std::pair<const char*, at::ScalarType> dtypes[] = {
+    {"float32", at::kFloat},   {"float", at::kFloat},         {"float64", at::kDouble},
+    {"double", at::kDouble},   {"float16", at::kHalf},        {"half", at::kHalf},
+    {"bfloat16", at::kBFloat16}, {"int64", at::kLong},        {"long", at::kLong},
+    {"int32", at::kInt},       {"int", at::kInt},             {"int16", at::kShort},
+    {"int8", at::kChar},       {"uint8", at::kByte},          {"bool", at::kBool},
+    {"complex64", at::kComplexFloat}, {"complex128", at::kComplexDouble}};
+  for (auto& [n, t] : dtypes)
+    if (name == n)
+      return c10::IValue(t);
+  if (name == "contiguous_format")
+    return c10::IValue(at::MemoryFormat::Contiguous);
+  if (name == "channels_last")
+    return c10::IValue(at::MemoryFormat::ChannelsLast);
+  if (name == "preserve_format")
+    return c10::IValue(at::MemoryFormat::Preserve);
+  if (name == "strided")
+    return c10::IValue(at::kStrided);
+  if (name.rfind("sparse", 0) == 0)
+    throw std::invalid_argument("unsupported: sparse layout torch." + name);
+  throw std::invalid_argument("unknown value torch." + name);
+}
+
+// "cpu", "cuda", "cuda:0", "torch.device('cpu')": cuda means this runner's device.
+at::Device device_value(std::string text, const at::Device& device) {
+  auto open = text.find("device(");
+  if (open != std::string::npos) {
+    text = text.substr(open + 7);
+    text = text.substr(0, text.find(')'));
+  }
+  std::string clean;
+  for (char c : text)
+    if (c != '\'' && c != '"' && c != ' ')
+      clean += c;
+  if (clean.rfind("cuda", 0) == 0)
+    return device;
+  return at::Device(clean);
+}
+
+c10::TypePtr unwrap_optional(const c10::TypePtr& t) {
+  if (auto opt = t->cast<c10::OptionalType>())
+    return opt->getElementType();
+  return t;
+}
+
+bool is_device_type(const c10::TypePtr& t) {
+  return unwrap_optional(t)->kind() == c10::TypeKind::DeviceObjType;
+}
+
+c10::IValue convert(const value& v, const c10::TypePtr& type, at::Generator& gen,
+                    const at::Device& device);
+
+c10::IValue convert_list(const value& v, const c10::TypePtr& type, at::Generator& gen,
+                         const at::Device& device) {
+  auto target = type ? unwrap_optional(type) : nullptr;
+  auto list_type = target ? target->cast<c10::ListType>() : nullptr;
+  c10::TypePtr elem = list_type ? list_type->getElementType() : nullptr;
+  auto elem_kind = elem ? unwrap_optional(elem)->kind() : c10::TypeKind::AnyType;
+  bool elem_optional = elem && elem->kind() == c10::TypeKind::OptionalType;
+  // Without a schema type, infer from the first non-None item.
+  if (!elem) {
+    for (auto& item : v.items) {
+      if (item.k == value::kind::tensor)
+        elem_kind = c10::TypeKind::TensorType;
+      else if (item.k == value::kind::integer)
+        elem_kind = c10::TypeKind::IntType;
+      else if (item.k == value::kind::floating)
+        elem_kind = c10::TypeKind::FloatType;
+      else if (item.k == value::kind::boolean)
+        elem_kind = c10::TypeKind::BoolType;
+      else
+        continue;
+      break;
+    }
+  }
+  switch (elem_kind) {
+    case c10::TypeKind::TensorType: {
+      if (elem_optional) {
+        c10::List<std::optional<at::Tensor>> out;
+        for (auto& item : v.items)
+          out.push_back(item.k == value::kind::none
+                          ? std::optional<at::Tensor>()
+                          : std::optional<at::Tensor>(convert(item, nullptr, gen, device).toTensor()));
+        return out;
+      }
+      c10::List<at::Tensor> out;
+      for (auto& item : v.items)
+        out.push_back(convert(item, nullptr, gen, device).toTensor());
+      return out;
+    }
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::SymIntType: {
+      c10::List<int64_t> out;
+      for (auto& item : v.items) {
+        if (item.k != value::kind::integer)
+          throw std::invalid_argument("a list of ints holds a non-integer");
+        out.push_back(item.i);
+      }
+      return out;
+    }
+    case c10::TypeKind::FloatType: {
+      c10::List<double> out;
+      for (auto& item : v.items)
+        out.push_back(item.k == value::kind::integer ? static_cast<double>(item.i) : item.f);
+      return out;
+    }
+    case c10::TypeKind::BoolType: {
+      c10::List<bool> out;
+      for (auto& item : v.items)
+        out.push_back(item.b);
+      return out;
+    }
+    default: {
+      std::vector<c10::IValue> items;
+      for (auto& item : v.items)
+        items.push_back(convert(item, elem, gen, device));
+      if (elem_kind == c10::TypeKind::NumberType) {
+        c10::List<c10::Scalar> out;
+        for (auto& x : items)
+          out.push_back(x.toScalar());
+        return out;
+      }
+      return c10::ivalue::Tuple::create(std::move(items));
+    }
+  }
+}
+
+c10::IValue convert(const value& v, const c10::TypePtr& type, at::Generator& gen,
+                    const at::Device& device) {
+  auto target = type ? unwrap_optional(type) : nullptr;
+  switch (v.k) {
+    case value::kind::none: return c10::IValue();
+    case value::kind::boolean: return c10::IValue(v.b);
+    case value::kind::integer:
+      if (target && target->kind() == c10::TypeKind::FloatType)
+        return c10::IValue(static_cast<double>(v.i));
+      return c10::IValue(v.i);
+    case value::kind::floating: return c10::IValue(v.f);
+    case value::kind::string:
+      if (target && is_device_type(target))
+        return c10::IValue(device_value(v.s, device));
+      return c10::IValue(v.s);
+    case value::kind::dtype: return c10::IValue(scalar_type_of(v.s));
+    case value::kind::torch_name: return torch_name_value(v.s);
+    case value::kind::tensor: return c10::IValue(make_tensor(v.t, gen, device));
+    case value::kind::list: return convert_list(v, type, gen, device);
+  }
+  return c10::IValue();
+}
+
+} // namespace
+
+uint64_t input_seed(const std::string& op_name, const std::string& call_text) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](const std::string& s) {
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(op_name);
+  mix("\n");
+  mix(call_text);
+  return h;
+}
+
+at::Tensor make_tensor(const args::tensor_spec& spec, at::Generator& gen, const at::Device& device) {
+  auto dtype = scalar_type_of(spec.dtype);
+  if (spec.has_strides && spec.strides.size() != spec.sizes.size())
+    throw std::invalid_argument("tensor has " + std::to_string(spec.sizes.size()) + " sizes but "
+                                + std::to_string(spec.strides.size()) + " strides");
+  int64_t numel = 1;
+  if (spec.has_strides) {
+    bool empty = false;
+    for (size_t i = 0; i < spec.sizes.size(); ++i) {
+      empty = empty || spec.sizes[i] == 0;
+      numel += (spec.sizes[i] - 1) * spec.strides[i];
+    }
+    if (empty)
+      numel = 0;
+  } else {
+    for (auto s : spec.sizes)
+      numel *= s;
+  }
+  auto options = at::TensorOptions().dtype(dtype).device(at::kCPU);
+  at::Tensor flat;
+  if (at::isComplexType(dtype)) {
+    auto part = at::empty({numel, 2}, options.dtype(c10::toRealValueType(dtype)));
+    part.uniform_(0.0, 1.0, gen);
+    flat = at::view_as_complex(part);
+  } else if (dtype == at::kBool) {
+    flat = at::empty({numel}, options).random_(0, 2, gen);
+  } else if (dtype == at::kByte) {
+    flat = at::empty({numel}, options).random_(0, 10, gen);
+  } else if (at::isIntegralType(dtype, false)) {
+    flat = at::empty({numel}, options).random_(-9, 10, gen);
+  } else {
+    flat = at::empty({numel}, options).uniform_(0.0, 1.0, gen);
+  }
+  at::Tensor t = spec.has_strides ? flat.as_strided(spec.sizes, spec.strides)
+                                  : flat.view(spec.sizes);
+  if (device.is_cpu())
+    return t;
+  // Keep the layout: copy the flat storage over, then view it the same way.
+  auto moved = flat.to(device);
+  return spec.has_strides ? moved.as_strided(spec.sizes, spec.strides) : moved.view(spec.sizes);
+}
+
+built_call build_call(const args::call& call, const c10::FunctionSchema& schema, uint64_t seed,
+                      const at::Device& device) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const auto& formals = schema.arguments();
+  built_call out;
+  for (size_t i = 0; i < call.args.size(); ++i) {
+    c10::TypePtr type = i < formals.size() ? formals[i].type() : nullptr;
+    out.args.push_back(convert(call.args[i], type, gen, device));
+  }
+  for (auto& [name, v] : call.kwargs) {
+    c10::TypePtr type;
+    if (auto idx = schema.argumentIndexWithName(name))
+      type = formals[*idx].type();
+    out.kwargs.emplace(name, convert(v, type, gen, device));
+  }
+  return out;
+}
+
+c10::IValue clone_value(const c10::IValue& v) {
+  if (v.isTensor())
+    return c10::IValue(v.toTensor().clone());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList())
+      out.push_back(t.clone());
+    return out;
+  }
+  if (v.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const std::optional<at::Tensor>& t : v.toOptionalTensorList())
+      out.push_back(t ? std::optional<at::Tensor>(t->clone()) : std::nullopt);
+    return out;
+  }
+  if (v.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (auto& x : v.toTupleRef().elements())
+      items.push_back(clone_value(x));
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  if (v.isList())
+    return c10::IValue(v.toList().copy());
+  return v;
+}
+
+std::vector<c10::IValue> make_stack(const built_call& call, const c10::FunctionSchema& schema) {
+  std::vector<c10::IValue> stack;
+  stack.reserve(schema.arguments().size());
+  for (auto& a : call.args)
+    stack.push_back(clone_value(a));
+  std::unordered_map<std::string, c10::IValue> kwargs;
+  for (auto& [k, v] : call.kwargs)
+    kwargs.emplace(k, clone_value(v));
+  schema.checkAndNormalizeInputs(stack, kwargs);
+  return stack;
+}
+
+} // namespace bb::runner

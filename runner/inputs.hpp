@@ -1,0 +1,40 @@
+#pragma once
+
+// Turns parsed call strings into dispatcher stacks, building tensors as
+// torch.testing.make_tensor does (DESIGN.md section 3), seeded from (op, input).
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/core/function_schema.h>
+
+#include "core/args.hpp"
+
+namespace bb::runner {
+
+/// The positional and keyword IValues of one call.
+struct built_call {
+  std::vector<c10::IValue> args;
+  std::unordered_map<std::string, c10::IValue> kwargs;
+};
+
+/// Seed for the tensors of one input: a 64-bit FNV-1a hash of op name and call string.
+uint64_t input_seed(const std::string& op_name, const std::string& call_text);
+
+/// Builds one tensor on the CPU from the generator, then moves it to `device`.
+at::Tensor make_tensor(const args::tensor_spec& spec, at::Generator& gen, const at::Device& device);
+
+/// Builds every value of `call` against `schema`'s argument types. Throws c10::Error or
+/// std::invalid_argument on a value the schema cannot take.
+built_call build_call(const args::call& call, const c10::FunctionSchema& schema, uint64_t seed,
+                      const at::Device& device);
+
+/// A deep copy: every tensor cloned, containers rebuilt, so an in-place op cannot leak state.
+c10::IValue clone_value(const c10::IValue& v);
+
+/// The dispatcher stack for a call: clones of its arguments, kwargs and defaults normalized.
+std::vector<c10::IValue> make_stack(const built_call& call, const c10::FunctionSchema& schema);
+
+} // namespace bb::runner

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Idempotent setup for bbcluster: Debian packages, a Python environment with PyTorch 2.x
+# (outside the checkout, reused when present), and the CMake build.
+#
+#   scripts/setup.sh            install what is missing and build into build/
+#   BBCLUSTER_PYTHON=/path/to/python scripts/setup.sh
+#                               use an existing Python that already has torch (GPU clusters)
+#   BBCLUSTER_HOME              where the project environment lives (default ~/.cache/bbcluster)
+#   BBCLUSTER_TORCH_VERSION     torch version installed into the environment (default 2.11.0)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+home=${BBCLUSTER_HOME:-$HOME/.cache/bbcluster}
+torch_version=${BBCLUSTER_TORCH_VERSION:-2.11.0}
+build_dir=${BBCLUSTER_BUILD_DIR:-$here/build}
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+debian_packages=(
+  build-essential cmake ninja-build pkg-config git
+  libcaf-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev
+  catch2 libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
+  python3-dev python3-venv
+)
+
+install_debian_packages() {
+  command -v dpkg-query >/dev/null || { log "not a Debian system: install the packages by hand: ${debian_packages[*]}"; return; }
+  local missing=()
+  for p in "${debian_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then log "Debian packages present"; return; fi
+  log "installing Debian packages: ${missing[*]}"
+  local sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+has_torch() { "$1" -c 'import torch, sys; sys.exit(0 if int(torch.__version__.split(".")[0]) >= 2 else 1)' 2>/dev/null; }
+
+python_with_torch() {
+  if [ -n "${BBCLUSTER_PYTHON:-}" ]; then
+    has_torch "$BBCLUSTER_PYTHON" || { log "BBCLUSTER_PYTHON=$BBCLUSTER_PYTHON has no torch 2.x"; exit 1; }
+    echo "$BBCLUSTER_PYTHON"; return
+  fi
+  local venv=$home/venv
+  if [ -x "$venv/bin/python" ] && has_torch "$venv/bin/python"; then
+    log "reusing $venv"; echo "$venv/bin/python"; return
+  fi
+  log "creating $venv from /usr/bin/python3 and installing torch==$torch_version (large download, once)"
+  mkdir -p "$home"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip >&2
+  "$venv/bin/python" -m pip install -q "torch==$torch_version" numpy >&2 \
+    || "$venv/bin/python" -m pip install -q "torch>=2,<3" numpy >&2
+  echo "$venv/bin/python"
+}
+
+install_debian_packages
+python=$(python_with_torch)
+log "python: $python ($("$python" -c 'import torch; print("torch", torch.__version__)'))"
+
+if [ "${1:-}" != "--no-build" ]; then
+  cmake -S "$here" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DBBCLUSTER_PYTHON="$python" >&2
+  cmake --build "$build_dir" -j "$(nproc)" >&2
+fi
+echo "$python"
