@@ -1,5 +1,7 @@
 #include "actors/coordinator.hpp"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "core/results.hpp"
@@ -16,6 +18,7 @@ caf::error validate(const coordinator_config& cfg) {
 namespace {
 
 void dispatch(coordinator_pointer self);
+void settle(coordinator_pointer self, eval_result result);
 
 void finish_if_done(coordinator_pointer self) {
   auto& st = self->state;
@@ -53,33 +56,56 @@ void fail_remaining(coordinator_pointer self, const std::string& why) {
   }
 }
 
+// An evaluator is gone (down, or its request failed): its job ends as an infrastructure
+// failure (and is retried while attempts remain); it never gets another job.
+void lose_evaluator(coordinator_pointer self, const caf::actor_addr& who, const std::string& why) {
+  auto& st = self->state;
+  auto idle = std::find_if(st.idle.begin(), st.idle.end(),
+                           [&](const evaluator_actor& e) { return e.address() == who; });
+  auto job = st.busy.find(who);
+  if (idle == st.idle.end() && job == st.busy.end())
+    return; // already counted
+  if (idle != st.idle.end())
+    st.idle.erase(idle);
+  --st.evaluators_alive;
+  if (job != st.busy.end()) {
+    spdlog::error("coordinator: evaluator lost during job {} ({}): {}", job->second.job_id,
+                  job->second.op_name, why);
+    auto failed = failed_result(job->second, outcome::infra_error, "evaluator lost: " + why);
+    st.busy.erase(job);
+    settle(self, std::move(failed));
+  } else {
+    spdlog::error("coordinator: idle evaluator lost: {}", why);
+  }
+  if (st.evaluators_alive == 0)
+    fail_remaining(self, "no evaluator left: " + why);
+  dispatch(self);
+  finish_if_done(self);
+}
+
 void dispatch(coordinator_pointer self) {
   auto& st = self->state;
   while (!st.idle.empty() && st.table.queued() > 0) {
     auto worker = st.idle.back();
     st.idle.pop_back();
     auto job = *st.table.next();
+    st.busy[worker.address()] = job;
     spdlog::debug("coordinator: job {} ({}) attempt {} dispatched", job.job_id, job.op_name,
                   job.attempt);
     self->request(worker, st.cfg.evaluate_timeout, atom::evaluate_v, job)
       .then(
         [=](eval_result& r) {
+          auto& st = self->state;
+          if (st.busy.erase(worker.address()) == 0)
+            return; // the evaluator was declared lost meanwhile
+          if (r.job_id != job.job_id || r.attempt != job.attempt)
+            r = failed_result(job, outcome::infra_error, "evaluator answered for another job");
           settle(self, std::move(r));
-          self->state.idle.push_back(worker);
+          st.idle.push_back(worker);
           dispatch(self);
           finish_if_done(self);
         },
-        [=](caf::error& err) {
-          auto& st = self->state;
-          --st.evaluators_alive;
-          spdlog::error("coordinator: evaluator lost during job {} ({}): {}", job.job_id,
-                        job.op_name, describe(err));
-          settle(self, failed_result(job, outcome::infra_error, "evaluator lost: " + describe(err)));
-          if (st.evaluators_alive == 0)
-            fail_remaining(self, "no evaluator left: " + describe(err));
-          dispatch(self);
-          finish_if_done(self);
-        });
+        [=](caf::error& err) { lose_evaluator(self, worker.address(), describe(err)); });
   }
 }
 
@@ -119,7 +145,12 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, coordinat
   st.generator = std::move(generator);
   st.reporter = std::move(reporter);
   st.evaluators_alive = evaluators.size();
+  for (auto& e : evaluators)
+    self->monitor(e);
   st.idle = std::move(evaluators);
+  self->set_down_handler([=](caf::down_msg& dm) {
+    lose_evaluator(self, dm.source, "evaluator down: " + describe(dm.reason));
+  });
   return {
     [=](atom::run) -> caf::typed_response_promise<sweep_report> {
       auto& st = self->state;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include <caf/error.hpp>
@@ -32,6 +33,8 @@ struct coordinator_state {
   generator_actor generator;
   reporter_actor reporter;
   std::vector<evaluator_actor> idle;
+  /// The job each busy evaluator is running.
+  std::map<caf::actor_addr, eval_job> busy;
   size_t evaluators_alive = 0;
   bool started = false;
   caf::typed_response_promise<sweep_report> promise;

@@ -50,6 +50,11 @@ runner_process::~runner_process() {
 
 std::string runner_process::start(const runner_spec& spec, int timeout_ms) {
   stop();
+  // An ignored SIGCHLD (inherited from a launcher) makes the kernel reap children itself, and
+  // then no exit status can be read: restore the default before the first child.
+  struct sigaction current {};
+  if (::sigaction(SIGCHLD, nullptr, &current) == 0 && current.sa_handler == SIG_IGN)
+    ::signal(SIGCHLD, SIG_DFL);
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return std::string("socketpair failed: ") + std::strerror(errno);
@@ -173,11 +178,12 @@ std::string runner_process::reap(int timeout_ms) {
     pid_t r = ::waitpid(pid_, &status, WNOHANG);
     if (r == pid_ || (r < 0 && errno == ECHILD)) {
       // The group may still hold children of the kernel: end them too.
+      auto how = r == pid_ ? describe_wait_status(status) : std::string("was already reaped");
       ::kill(-pid_, SIGKILL);
       ::close(fd_);
       fd_ = -1;
       pid_ = -1;
-      return r == pid_ ? describe_wait_status(status) : "was already reaped";
+      return how;
     }
     if (std::chrono::steady_clock::now() >= deadline)
       return "";

@@ -46,7 +46,8 @@ comparison compare_tensors(const at::Tensor& ref, const at::Tensor& res, double 
   auto same = (expected == actual) | both_nan;
   diff = at::where(same, at::zeros_like(diff), diff);
   auto allowed = atol + rtol * actual.abs();
-  auto close = same | (diff <= allowed);
+  // As assert_close: non-finite values are close only when equal.
+  auto close = same | (at::isfinite(expected) & at::isfinite(actual) & (diff <= allowed));
   c.max_abs_error = diff.max().item<double>();
   c.max_rel_error = (diff / (expected.abs() + 1e-10)).max().item<double>();
   auto bad = (~close).sum().item<int64_t>();

@@ -3,6 +3,7 @@
 # (outside the checkout, reused when present), and the CMake build.
 #
 #   scripts/setup.sh            install what is missing and build into build/
+#   scripts/setup.sh --no-build install only
 #   BBCLUSTER_PYTHON=/path/to/python scripts/setup.sh
 #                               use an existing Python that already has torch (GPU clusters)
 #   BBCLUSTER_HOME              where the project environment lives (default ~/.cache/bbcluster)
@@ -65,4 +66,3 @@ if [ "${1:-}" != "--no-build" ]; then
     -DBBCLUSTER_PYTHON="$python" >&2
   cmake --build "$build_dir" -j "$(nproc)" >&2
 fi
-echo "$python"

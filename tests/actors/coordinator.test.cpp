@@ -1,0 +1,172 @@
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <memory>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include "actors/aten_generator.hpp"
+#include "actors/coordinator.hpp"
+
+using namespace bb;
+
+namespace {
+
+// What the mocks saw, owned by the test.
+struct trace {
+  std::map<std::string, int> evaluated;
+  std::vector<eval_result> reported;
+  bool finished = false;
+};
+
+reporter_actor::behavior_type mock_reporter(reporter_actor::pointer, std::shared_ptr<trace> t) {
+  return {
+    [t](atom::result, eval_result& r) { t->reported.push_back(std::move(r)); },
+    [t](atom::finish) {
+      t->finished = true;
+      sweep_report rep;
+      rep.jobs = t->reported.size();
+      return rep;
+    },
+  };
+}
+
+evaluator_actor::behavior_type good_evaluator(evaluator_actor::pointer, std::shared_ptr<trace> t) {
+  return {
+    [t](atom::evaluate, const eval_job& job) {
+      ++t->evaluated[job.op_name];
+      eval_result r;
+      r.job_id = job.job_id;
+      r.attempt = job.attempt;
+      r.op_name = job.op_name;
+      correctness_record c;
+      c.op_name = job.op_name;
+      c.is_correct = true;
+      r.correctness.push_back(c);
+      return r;
+    },
+    [](atom::ping) { return atom::pong_v; },
+  };
+}
+
+// Dies on its first job, as an evaluator whose thread or node goes away.
+evaluator_actor::behavior_type dying_evaluator(evaluator_actor::pointer self) {
+  return {
+    [self](atom::evaluate, const eval_job&) {
+      // Quits without answering: the request fails with a broken promise.
+      auto rp = self->make_response_promise<eval_result>();
+      self->quit(caf::exit_reason::user_shutdown);
+      return rp;
+    },
+    [](atom::ping) { return atom::pong_v; },
+  };
+}
+
+struct fixture {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf::scheduler::test_coordinator* sched = nullptr;
+  std::shared_ptr<trace> t = std::make_shared<trace>();
+  std::vector<caf::actor> spawned;
+
+  fixture() {
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    cfg.add_message_types<caf::id_block::bb>();
+    sys = std::make_unique<caf::actor_system>(cfg);
+    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
+  }
+
+  // The test scheduler runs nothing by itself: stop every actor before the system goes.
+  ~fixture() {
+    for (auto& a : spawned)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    spawned.clear();
+    sched->run();
+  }
+
+  template <class Handle>
+  Handle keep(Handle h) {
+    spawned.push_back(caf::actor_cast<caf::actor>(h));
+    return h;
+  }
+
+  coordinator_config config(size_t ops) {
+    coordinator_config c;
+    for (size_t i = 0; i < ops; ++i)
+      c.work.ops.push_back({"aten.op" + std::to_string(i) + ".default", {"((T([2], f32),), {})"}, {}});
+    return c;
+  }
+
+  // Runs the sweep to completion and returns the report (or fails the test).
+  sweep_report run(const coordinator_config& c, std::vector<evaluator_actor> evaluators) {
+    auto reporter = keep(sys->spawn(mock_reporter, t));
+    auto generator = keep(sys->spawn(aten_generator));
+    auto coord = keep(sys->spawn(coordinator, c, generator, evaluators, reporter));
+    caf::scoped_actor self{*sys};
+    self->send(coord, atom::run_v);
+    sched->run();
+    sweep_report out;
+    bool got = false;
+    self->receive([&](sweep_report& r) { out = r, got = true; },
+                  [&](caf::error& err) { FAIL("coordinator failed: " << caf::to_string(err)); },
+                  caf::after(std::chrono::seconds(0)) >> [] {});
+    REQUIRE(got);
+    return out;
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "the coordinator sends every job and reports each once", "[actors]") {
+  auto e1 = keep(sys->spawn(good_evaluator, t));
+  auto e2 = keep(sys->spawn(good_evaluator, t));
+  auto report = run(config(5), {e1, e2});
+  CHECK(report.jobs == 5);
+  CHECK(t->finished);
+  REQUIRE(t->evaluated.size() == 5);
+  for (auto& [op, n] : t->evaluated)
+    CHECK(n == 1);
+  REQUIRE(t->reported.size() == 5);
+  for (auto& r : t->reported)
+    CHECK(r.outcome == "ok");
+}
+
+TEST_CASE_METHOD(fixture, "a job whose evaluator dies is retried elsewhere", "[actors]") {
+  auto dying = keep(sys->spawn(dying_evaluator));
+  auto good = keep(sys->spawn(good_evaluator, t));
+  auto report = run(config(3), {good, dying});
+  CHECK(report.jobs == 3);
+  REQUIRE(t->reported.size() == 3);
+  int retried = 0;
+  for (auto& r : t->reported) {
+    CHECK(r.outcome == "ok");
+    retried += r.attempt == 2;
+  }
+  CHECK(retried == 1);
+}
+
+TEST_CASE_METHOD(fixture, "with every evaluator gone, every job still reaches the reporter",
+                 "[actors]") {
+  auto dying = keep(sys->spawn(dying_evaluator));
+  auto c = config(4);
+  c.max_attempts = 1;
+  auto report = run(c, {dying});
+  CHECK(report.jobs == 4);
+  REQUIRE(t->reported.size() == 4);
+  for (auto& r : t->reported) {
+    CHECK(r.outcome == "infra_error");
+    REQUIRE(r.correctness.size() == 1);
+    CHECK_FALSE(r.correctness[0].is_correct);
+  }
+}
+
+TEST_CASE_METHOD(fixture, "an empty suite finishes at once", "[actors]") {
+  auto e = keep(sys->spawn(good_evaluator, t));
+  auto report = run(config(0), {e});
+  CHECK(report.jobs == 0);
+  CHECK(t->finished);
+}

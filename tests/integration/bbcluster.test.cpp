@@ -1,0 +1,227 @@
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "support.hpp"
+
+using nlohmann::json;
+
+namespace {
+
+const std::string bbcluster = BB_BIN_DIR "/bbcluster";
+
+struct run_result {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs a shell command line with stdout and stderr captured to files in `dir`.
+run_result run(const bb::test::temp_dir& dir, const std::string& command) {
+  auto line = command + " >" + dir / "stdout" + " 2>" + dir / "stderr" + " </dev/null";
+  int raw = std::system(line.c_str());
+  run_result r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = bb::test::read_file(dir / "stdout");
+  r.err = bb::test::read_file(dir / "stderr");
+  return r;
+}
+
+std::vector<json> journal(const std::string& path) {
+  std::vector<json> out;
+  std::istringstream in(bb::test::read_file(path));
+  for (std::string line; std::getline(in, line);)
+    out.push_back(json::parse(line));
+  return out;
+}
+
+// Children of `parent` whose command name is `name`.
+std::vector<pid_t> children_named(pid_t parent, const std::string& name) {
+  std::vector<pid_t> out;
+  DIR* proc = ::opendir("/proc");
+  while (auto* entry = ::readdir(proc)) {
+    pid_t pid = std::atoi(entry->d_name);
+    if (pid <= 0)
+      continue;
+    auto stat = bb::test::read_file("/proc/" + std::to_string(pid) + "/stat");
+    auto open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos)
+      continue;
+    auto comm = stat.substr(open + 1, close - open - 1);
+    pid_t ppid = std::atoi(stat.c_str() + close + 4);
+    if (comm == name && ppid == parent)
+      out.push_back(pid);
+  }
+  ::closedir(proc);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("the smoke sweep prints BackendBench's scores and writes the five files",
+          "[integration]") {
+  bb::test::temp_dir dir;
+  auto logs = dir / "run";
+  auto r = run(dir, bbcluster + " --suite smoke --backend aten --log-dir " + logs);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("correctness score (mean pass rate over all operators): 1.00\n") == 0);
+  CHECK(r.out.find("performance score (geomean speedup over all operators): ") != std::string::npos);
+  CHECK(r.out.find("perf@p score (rate of correct samples with a speedup greater than p, p=1.0): ")
+        != std::string::npos);
+
+  auto full = json::parse(bb::test::read_file(logs + "/full_results.json"));
+  REQUIRE(full.size() == 2);
+  for (auto& row : full) {
+    CHECK(row["op_name"] == "aten.relu.default");
+    if (row["test_type"] == "correctness") {
+      CHECK(row["args"] == "((T([2], f32),), {})");
+      CHECK(row["is_correct"] == true);
+      CHECK(row["max_abs_error"] == 0.0);
+      for (auto key : {"error_msg", "error_type", "traceback", "max_rel_error"})
+        CHECK(row.contains(key));
+    } else {
+      CHECK(row["args"] == "((T([1024, 1024], f32),), {})");
+      CHECK(row["successfully_ran"] == true);
+      CHECK(row["benchmark_time_ms"].get<double>() > 0.0);
+      CHECK(row["reference_time_ms"].get<double>() > 0.0);
+      CHECK(row["speedup"].get<double>() > 0.0);
+    }
+  }
+  CHECK(json::parse(bb::test::read_file(logs + "/failed_tests.json")).empty());
+  auto csv = bb::test::read_file(logs + "/operator_summary.csv");
+  CHECK(csv.find("aten.relu.default,2,1,1,1,1,0,0,1.0,") != std::string::npos);
+  auto md = bb::test::read_file(logs + "/OVERALL_SUMMARY.md");
+  CHECK(md.find("| Correctness Score | 1.00 |") != std::string::npos);
+  CHECK(md.find("bbcluster --suite smoke --backend aten") != std::string::npos);
+  auto lines = journal(logs + "/results.jsonl");
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["outcome"] == "ok");
+  CHECK(lines[0]["provenance"]["device"] == "cpu");
+  CHECK(lines[0]["provenance"]["torch_version"].get<std::string>().rfind("2.", 0) == 0);
+}
+
+TEST_CASE("a runner that dies on its job: the sweep finishes with the job crashed, retried once",
+          "[integration]") {
+  bb::test::temp_dir dir;
+  auto logs = dir / "run";
+  auto r = run(dir, "BBCLUSTER_TEST_KILL_RUNNER_ON=aten.relu.default " + bbcluster
+                      + " --suite smoke --backend aten --log-dir " + logs);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("correctness score (mean pass rate over all operators): 0.00\n") == 0);
+  CHECK(r.err.find("retrying") != std::string::npos);
+  auto lines = journal(logs + "/results.jsonl");
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["outcome"] == "crashed");
+  CHECK(lines[0]["attempt"] == 2);
+  CHECK(lines[0]["detail"] == "runner killed by signal 9 (SIGKILL)");
+  auto failed = json::parse(bb::test::read_file(logs + "/failed_tests.json"));
+  CHECK(failed.size() == 2);
+}
+
+TEST_CASE("killing the runner from outside mid-job marks the job crashed", "[integration]") {
+  bb::test::temp_dir dir;
+  auto logs = dir / "run";
+  // A long job (many timed calls) and no retry, so the kill lands mid-job and is final.
+  bb::test::write_file(dir / "slow.toml",
+                       "[evaluator]\nmax_attempts = 1\n[timing]\ncpu_warmup = 0\ncpu_runs = 2000000\n");
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    auto out = dir / "stdout";
+    std::freopen(out.c_str(), "w", stdout);
+    auto err = dir / "stderr";
+    std::freopen(err.c_str(), "w", stderr);
+    ::execl(bbcluster.c_str(), "bbcluster", "--suite", "smoke", "--log-dir", logs.c_str(),
+            "--config", (dir / "slow.toml").c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::vector<pid_t> runners;
+  for (int i = 0; i < 400 && runners.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    runners = children_named(pid, "bbrunner");
+  }
+  REQUIRE(runners.size() == 1);
+  // Let it take the job and start timing.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  ::kill(runners[0], SIGKILL);
+  int status = 0;
+  for (int i = 0; i < 600; ++i) {
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  auto lines = journal(logs + "/results.jsonl");
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["outcome"] == "crashed");
+  CHECK(lines[0]["detail"] == "runner killed by signal 9 (SIGKILL)");
+  CHECK(bb::test::read_file(dir / "stdout").find("correctness score (mean pass rate over all operators): 0.00") == 0);
+}
+
+TEST_CASE("bad command lines exit 2 with a one-line reason", "[integration]") {
+  bb::test::temp_dir dir;
+  auto unknown = run(dir, bbcluster + " --no-such-flag");
+  CHECK(unknown.status == 2);
+  CHECK(std::count(unknown.err.begin(), unknown.err.end(), '\n') == 1);
+  CHECK(unknown.err.find("--no-such-flag") != std::string::npos);
+  auto bad_suite = run(dir, bbcluster + " --suite opinfo");
+  CHECK(bad_suite.status == 2);
+  CHECK(bad_suite.err.find("opinfo") != std::string::npos);
+  auto bad_p = run(dir, bbcluster + " --p -1");
+  CHECK(bad_p.status == 2);
+  bb::test::write_file(dir / "bad.toml", "[evaluator]\njob_timeout_s = \"long\"\n");
+  auto bad_config = run(dir, bbcluster + " --config " + dir / "bad.toml");
+  CHECK(bad_config.status == 2);
+  CHECK(bad_config.err.find("bad.toml:2: key 'evaluator.job_timeout_s' must be a number")
+        != std::string::npos);
+}
+
+TEST_CASE("features of later versions refuse instead of being ignored", "[integration]") {
+  bb::test::temp_dir dir;
+  for (auto flags : {"--backend directory", "--nodes hosts.txt", "--resume somewhere"}) {
+    auto r = run(dir, bbcluster + " " + flags);
+    INFO(flags);
+    CHECK(r.status == 3);
+    CHECK(r.err.find("not available in this version") != std::string::npos);
+  }
+  auto help = run(dir, bbcluster + " --help");
+  CHECK(help.status == 0);
+  for (auto flag : {"--suite", "--backend", "--ops", "--topn", "--llm-attempts", "--llm-model",
+                    "--kernel-agent-workers", "--kernel-agent-max-rounds", "--ops-directory",
+                    "--log-dir", "--disable-output-logs", "--p", "--log-level", "--data",
+                    "--nodes", "--config", "--resume", "--devices"})
+    CHECK(help.out.find(flag) != std::string::npos);
+}
+
+TEST_CASE("disabling output logs writes nothing and --devices runs several slots", "[integration]") {
+  bb::test::temp_dir dir;
+  auto r = run(dir, "cd " + dir.path + " && " + bbcluster + " --disable-output-logs --devices 2");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("correctness score (mean pass rate over all operators): 1.00") == 0);
+  int entries = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.path))
+    entries += e.path().filename().string().rfind("backendbench_output_", 0) == 0;
+  CHECK(entries == 0);
+  CHECK(r.err.find("over 2 evaluators") != std::string::npos);
+}
+
+TEST_CASE("bbnode --check evaluates relu on every slot", "[integration]") {
+  bb::test::temp_dir dir;
+  auto r = run(dir, BB_BIN_DIR "/bbnode --check --devices 2");
+  INFO(r.err);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("slot 0: ok (cpu, torch 2.") != std::string::npos);
+  CHECK(r.out.find("slot 1: ok (cpu, torch 2.") != std::string::npos);
+}

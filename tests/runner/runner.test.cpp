@@ -1,0 +1,172 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include "runner/compare.hpp"
+#include "runner/inputs.hpp"
+#include "runner/runner.hpp"
+
+using namespace bb;
+using namespace bb::runner;
+
+namespace {
+
+constexpr double tol = 1e-2;
+
+c10::IValue tensor(std::vector<double> xs) {
+  return at::tensor(xs, at::kFloat);
+}
+
+const c10::FunctionSchema& schema_of(const char* name, const char* overload) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload).schema();
+}
+
+} // namespace
+
+TEST_CASE("allclose: equal, within tolerance, and beyond it", "[core]") {
+  CHECK(compare(tensor({1, 2}), tensor({1, 2}), tol, tol).ok);
+  // |ref - res| <= atol + rtol * |res|: 0.019 <= 0.01 + 0.01 * 1.0
+  CHECK(compare(tensor({1.019}), tensor({1.0}), tol, tol).ok);
+  auto far = compare(tensor({1.5, 2}), tensor({1.0, 2}), tol, tol);
+  CHECK_FALSE(far.ok);
+  CHECK(far.max_abs_error == Approx(0.5));
+  CHECK(far.max_rel_error == Approx(0.5 / 1.5));
+  CHECK(far.message.find("Mismatched elements: 1 / 2 (50") != std::string::npos);
+}
+
+TEST_CASE("allclose: NaN equals NaN, infinities compare equal", "[core]") {
+  auto nan = std::numeric_limits<double>::quiet_NaN();
+  auto inf = std::numeric_limits<double>::infinity();
+  auto c = compare(tensor({nan, inf, -inf}), tensor({nan, inf, -inf}), tol, tol);
+  CHECK(c.ok);
+  CHECK(c.max_abs_error == 0.0);
+  CHECK_FALSE(compare(tensor({nan}), tensor({1.0}), tol, tol).ok);
+  CHECK_FALSE(compare(tensor({inf}), tensor({-inf}), tol, tol).ok);
+}
+
+TEST_CASE("allclose: shape, dtype and device must match", "[core]") {
+  auto shape = compare(at::zeros({2, 2}), at::zeros({4}), tol, tol);
+  CHECK_FALSE(shape.ok);
+  CHECK(shape.message.find("'shape'") != std::string::npos);
+  auto dtype = compare(at::zeros({2}), at::zeros({2}, at::kDouble), tol, tol);
+  CHECK_FALSE(dtype.ok);
+  CHECK(dtype.message.find("'dtype'") != std::string::npos);
+  auto meta = compare(at::zeros({2}), at::zeros({2}, at::TensorOptions().device(at::kMeta)), tol, tol);
+  CHECK_FALSE(meta.ok);
+  CHECK(meta.message.find("'device'") != std::string::npos);
+}
+
+TEST_CASE("allclose: nested lists and tuples recursively, with equal lengths", "[core]") {
+  auto ref = c10::ivalue::Tuple::create({tensor({1}), c10::IValue(c10::List<at::Tensor>({at::ones({2})}))});
+  auto same = c10::ivalue::Tuple::create({tensor({1}), c10::IValue(c10::List<at::Tensor>({at::ones({2})}))});
+  auto off = c10::ivalue::Tuple::create({tensor({1}), c10::IValue(c10::List<at::Tensor>({at::zeros({2})}))});
+  CHECK(compare(ref, same, tol, tol).ok);
+  auto c = compare(ref, off, tol, tol);
+  CHECK_FALSE(c.ok);
+  CHECK(c.max_abs_error == Approx(1.0));
+  CHECK(c.message.find("item [1]") != std::string::npos);
+  auto shorter = c10::ivalue::Tuple::create({tensor({1})});
+  CHECK_FALSE(compare(ref, shorter, tol, tol).ok);
+}
+
+TEST_CASE("allclose: non-tensor values", "[core]") {
+  CHECK(compare(c10::IValue(3), c10::IValue(3), tol, tol).ok);
+  CHECK_FALSE(compare(c10::IValue(3), c10::IValue(4), tol, tol).ok);
+  CHECK(compare(c10::IValue(1.0), c10::IValue(1.001), tol, tol).ok);
+  CHECK_FALSE(compare(c10::IValue(true), c10::IValue(false), tol, tol).ok);
+  CHECK(compare(c10::IValue(), c10::IValue(), tol, tol).ok);
+  CHECK_FALSE(compare(c10::IValue(std::string("a")), c10::IValue(std::string("b")), tol, tol).ok);
+  CHECK_FALSE(compare(tensor({1}), c10::IValue(1.0), tol, tol).ok);
+}
+
+TEST_CASE("tensors are built as make_tensor builds them, seeded per input", "[core]") {
+  args::tensor_spec f{{64, 64}, "f32", false, {}};
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(input_seed("aten.relu.default", "x"));
+  auto t = make_tensor(f, gen, at::kCPU);
+  CHECK(t.min().item<float>() >= 0.0f);
+  CHECK(t.max().item<float>() < 1.0f);
+  args::tensor_spec i{{1000}, "i64", false, {}};
+  auto ti = make_tensor(i, gen, at::kCPU);
+  CHECK(ti.min().item<int64_t>() >= -9);
+  CHECK(ti.max().item<int64_t>() <= 9);
+  CHECK(ti.min().item<int64_t>() < 0);
+  args::tensor_spec b{{100}, "b8", false, {}};
+  CHECK(make_tensor(b, gen, at::kCPU).scalar_type() == at::kBool);
+  args::tensor_spec strided{{3, 4}, "f16", true, {0, 1}};
+  auto ts = make_tensor(strided, gen, at::kCPU);
+  CHECK(ts.strides() == at::IntArrayRef({0, 1}));
+  CHECK(ts.storage().nbytes() == 4 * 2); // 1 + (3-1)*0 + (4-1)*1 = 4 elements
+  args::tensor_spec empty{{0, 5}, "f32", false, {}};
+  CHECK(make_tensor(empty, gen, at::kCPU).numel() == 0);
+  args::tensor_spec scalar{{}, "f64", false, {}};
+  CHECK(make_tensor(scalar, gen, at::kCPU).dim() == 0);
+
+  auto again = [&](uint64_t seed) {
+    auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
+    return make_tensor(f, g, at::kCPU);
+  };
+  CHECK(at::equal(again(input_seed("op", "a")), again(input_seed("op", "a"))));
+  CHECK_FALSE(at::equal(again(input_seed("op", "a")), again(input_seed("op", "b"))));
+}
+
+TEST_CASE("calls are built against the schema: kwargs, int lists, dtypes, devices", "[core]") {
+  auto& schema = schema_of("aten::sum", "dim_IntList");
+  auto parsed = std::get<args::call>(args::parse_call("((T([2, 3], f32), [1], True), {'dtype': torch.float64})"));
+  auto call = build_call(parsed, schema, 1, at::kCPU);
+  auto stack = make_stack(call, schema);
+  c10::Dispatcher::singleton().findSchemaOrThrow("aten::sum", "dim_IntList").callBoxed(stack);
+  REQUIRE(stack.size() == 1);
+  auto out = stack[0].toTensor();
+  CHECK(out.scalar_type() == at::kDouble);
+  CHECK(out.sizes() == at::IntArrayRef({2, 1}));
+
+  auto& empty_like = schema_of("aten::empty_like", "");
+  auto p2 = std::get<args::call>(args::parse_call(
+    "((T([4], f16),), {'dtype': f32, 'device': \"torch.device('cuda')\", 'pin_memory': False})"));
+  auto c2 = build_call(p2, empty_like, 1, at::kCPU);
+  CHECK(c2.kwargs.at("device").toDevice() == at::Device(at::kCPU));
+}
+
+TEST_CASE("evaluate_job runs the aten smoke job with cpu_bench timing", "[core]") {
+  eval_job job;
+  job.job_id = 1;
+  job.attempt = 1;
+  job.op_name = "aten.relu.default";
+  job.kernel = {"aten", "", "", "aten"};
+  job.correctness_inputs = {"((T([2], f32),), {})"};
+  job.performance_inputs = {"((T([64, 64], f32),), {})"};
+  options opts;
+  opts.cpu_warmup = 1;
+  opts.cpu_runs = 3;
+  auto r = evaluate_job(job, opts);
+  CHECK(r.outcome == "ok");
+  REQUIRE(r.correctness.size() == 1);
+  CHECK(r.correctness[0].is_correct);
+  REQUIRE(r.performance.size() == 1);
+  CHECK(r.performance[0].successfully_ran);
+  CHECK(r.performance[0].reference_time_ms > 0.0);
+  CHECK(r.performance[0].benchmark_time_ms > 0.0);
+  CHECK(r.where.torch_version.rfind("2.", 0) == 0);
+
+  job.op_name = "aten.no_such_op.default";
+  auto missing = evaluate_job(job, opts);
+  CHECK(missing.outcome == "unsupported");
+  CHECK(missing.detail.find("unsupported op") == 0);
+}
+
+TEST_CASE("an input the reference rejects is a reference_error, not a crash", "[core]") {
+  eval_job job;
+  job.op_name = "aten.mm.default";
+  job.kernel = {"aten", "", "", "aten"};
+  job.correctness_inputs = {"((T([2, 3], f32), T([4, 5], f32),), {})"};
+  auto r = evaluate_job(job, options{});
+  REQUIRE(r.correctness.size() == 1);
+  CHECK_FALSE(r.correctness[0].is_correct);
+  CHECK(r.correctness[0].error_type == "reference_error");
+  CHECK_FALSE(r.correctness[0].error_msg.empty());
+}
