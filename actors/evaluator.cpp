@@ -31,7 +31,8 @@ runner_spec spec_of(const evaluator_config& cfg) {
   runner_spec spec;
   spec.program = cfg.runner;
   spec.args = {"--device", cfg.device, "--node", cfg.node, "--cpu-warmup",
-               std::to_string(cfg.cpu_warmup), "--cpu-runs", std::to_string(cfg.cpu_runs)};
+               std::to_string(cfg.cpu_warmup), "--cpu-runs", std::to_string(cfg.cpu_runs),
+               "--cpu-max-seconds", std::to_string(cfg.cpu_max_seconds)};
   spec.log_path = cfg.log_dir + "/runner_" + cfg.node + "_slot" + std::to_string(cfg.slot) + ".log";
   return spec;
 }

@@ -28,6 +28,7 @@ struct evaluator_config {
   double start_timeout_s = 60.0;
   int64_t cpu_warmup = 10;
   int64_t cpu_runs = 100;
+  double cpu_max_seconds = 0.0;
 };
 
 caf::error validate(const evaluator_config& cfg);

@@ -23,7 +23,9 @@ namespace {
 std::string summarize(const eval_result& r) {
   if (r.outcome != "ok")
     return r.outcome + (r.detail.empty() ? "" : ": " + r.detail);
-  auto s = score_op(r.op_name, r.correctness, r.performance);
+  auto s = score_result(r);
+  if (s.skipped)
+    return "skipped: " + s.skip_reason.substr(0, s.skip_reason.find('\n'));
   char buf[160];
   std::snprintf(buf, sizeof(buf), "%zu/%zu correct, speedup %.2fx", s.passed_inputs,
                 s.correctness_inputs, s.performance);
@@ -53,7 +55,8 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
       auto& st = self->state;
       if (st.journal.is_open() && !st.journal.append(r))
         spdlog::error("reporter: cannot append to {}/results.jsonl", st.cfg.log_dir);
-      if (r.outcome != "ok")
+      // An op this torch lacks is skipped, not failed.
+      if (r.outcome != "ok" && r.outcome != "unsupported")
         ++st.failed_jobs;
       spdlog::info("reporter: [{}/{}] {} attempt {}: {}", st.results.size() + 1,
                    st.cfg.expected_jobs, r.op_name, r.attempt, summarize(r));
@@ -63,7 +66,7 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
       auto& st = self->state;
       auto s = score_results(st.results, st.cfg.p);
       sweep_report report;
-      report.scores_text = format_scores(s);
+      report.scores_text = format_scores(s) + format_skipped(s);
       report.jobs = st.results.size();
       report.failed_jobs = st.failed_jobs;
       if (!st.cfg.log_dir.empty()) {

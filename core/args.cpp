@@ -1,6 +1,8 @@
 #include "core/args.hpp"
 
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
@@ -307,7 +309,156 @@ int64_t value_bytes(const value& v) {
   return total;
 }
 
+const char* torch_dtype_name(std::string_view short_name) {
+  static const std::pair<const char*, const char*> table[] = {
+    {"bf16", "torch.bfloat16"}, {"f16", "torch.float16"},     {"f32", "torch.float32"},
+    {"f64", "torch.float64"},   {"c32", "torch.complex32"},   {"c64", "torch.complex64"},
+    {"c128", "torch.complex128"}, {"i8", "torch.int8"},       {"i16", "torch.int16"},
+    {"i32", "torch.int32"},     {"i64", "torch.int64"},       {"b8", "torch.bool"},
+    {"u8", "torch.uint8"}};
+  for (auto& [s, t] : table)
+    if (short_name == s)
+      return t;
+  return "torch.unknown";
+}
+
+std::string python_string_repr(const std::string& s) {
+  char quote = s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
+  std::string out(1, quote);
+  for (char c : s) {
+    if (c == quote || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out + quote;
+}
+
+std::string int_list(const std::vector<int64_t>& xs) {
+  std::string out = "[";
+  for (size_t i = 0; i < xs.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(xs[i]);
+  return out + "]";
+}
+
+std::string serialize_value(const value& v) {
+  switch (v.k) {
+    case value::kind::none: return "None";
+    case value::kind::boolean: return v.b ? "True" : "False";
+    case value::kind::integer: return std::to_string(v.i);
+    case value::kind::floating: return python_repr(v.f);
+    case value::kind::dtype: return torch_dtype_name(v.s);
+    case value::kind::torch_name: return "torch." + v.s;
+    case value::kind::string: {
+      // BackendBench evaluates "torch.device('cpu')" into a device object.
+      auto open = v.s.find("torch.device(");
+      if (open == 0 && v.s.back() == ')') {
+        auto inner = v.s.substr(13, v.s.size() - 14);
+        std::string type;
+        for (char c : inner)
+          if (c != '\'' && c != '"' && c != ' ')
+            type += c;
+        auto colon = type.find(':');
+        if (colon != std::string::npos)
+          return "device(type='" + type.substr(0, colon) + "', index=" + type.substr(colon + 1) + ")";
+        return "device(type='" + type + "')";
+      }
+      return python_string_repr(v.s);
+    }
+    case value::kind::tensor: {
+      auto out = "T(" + int_list(v.t.sizes) + ", " + v.t.dtype;
+      if (v.t.has_strides && !is_contiguous(v.t.sizes, v.t.strides))
+        out += ", " + int_list(v.t.strides);
+      return out + ")";
+    }
+    case value::kind::list: {
+      std::string out = "[";
+      for (size_t i = 0; i < v.items.size(); ++i)
+        out += (i ? ", " : "") + serialize_value(v.items[i]);
+      return out + "]";
+    }
+  }
+  return "None";
+}
+
 } // namespace
+
+std::string python_repr(double x) {
+  if (std::isnan(x))
+    return "nan";
+  if (std::isinf(x))
+    return x > 0 ? "inf" : "-inf";
+  char buf[64];
+  int precision = 1;
+  for (; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*e", precision - 1, x);
+    if (std::strtod(buf, nullptr) == x)
+      break;
+  }
+  // buf is "[-]d.ddde[+-]XX": split into sign, digits and decimal exponent.
+  std::string text = buf;
+  bool negative = text[0] == '-';
+  if (negative)
+    text = text.substr(1);
+  auto e = text.find('e');
+  int exponent = std::atoi(text.c_str() + e + 1);
+  std::string digits;
+  for (size_t i = 0; i < e; ++i)
+    if (text[i] != '.')
+      digits += text[i];
+  while (digits.size() > 1 && digits.back() == '0')
+    digits.pop_back();
+  std::string out = negative ? "-" : "";
+  if (exponent >= -4 && exponent < 16) {
+    if (exponent < 0) {
+      out += "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
+    } else if (static_cast<int>(digits.size()) <= exponent + 1) {
+      out += digits + std::string(static_cast<size_t>(exponent + 1) - digits.size(), '0') + ".0";
+    } else {
+      out += digits.substr(0, static_cast<size_t>(exponent + 1)) + "."
+             + digits.substr(static_cast<size_t>(exponent + 1));
+    }
+    return out;
+  }
+  out += digits.substr(0, 1);
+  if (digits.size() > 1)
+    out += "." + digits.substr(1);
+  char exp[16];
+  std::snprintf(exp, sizeof(exp), "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
+  return out + exp;
+}
+
+std::string serialize_text(const std::string& text) {
+  auto parsed = parse_call(text);
+  if (auto* c = std::get_if<call>(&parsed))
+    return serialize(*c);
+  return text;
+}
+
+bool is_contiguous(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  for (auto s : sizes)
+    if (s == 0)
+      return true;
+  int64_t expected = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] == 1)
+      continue;
+    if (strides[i] != expected)
+      return false;
+    expected *= sizes[i];
+  }
+  return true;
+}
+
+std::string serialize(const call& c) {
+  std::string args;
+  for (size_t i = 0; i < c.args.size(); ++i)
+    args += (i ? ", " : "") + serialize_value(c.args[i]);
+  args = c.args.empty() ? "()" : "(" + args + ",)";
+  std::string kwargs;
+  for (size_t i = 0; i < c.kwargs.size(); ++i)
+    kwargs += (i ? ", " : "") + ("'" + c.kwargs[i].first + "': ") + serialize_value(c.kwargs[i].second);
+  return "(" + args + ", {" + kwargs + "})";
+}
 
 std::string to_string(const parse_error& e) {
   return "column " + std::to_string(e.column) + ": expected " + e.expected + ", found "

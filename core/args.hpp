@@ -59,6 +59,22 @@ bool is_dtype(std::string_view name);
 /// Bytes of one element of a dtype short name.
 int64_t dtype_size(std::string_view name);
 
+/// A double as Python's repr writes it: shortest round-trip digits, fixed notation with ".0"
+/// for exponents -4..15, else "1e-05" / "1.5e+16"; "inf", "-inf", "nan".
+std::string python_repr(double x);
+
+/// The call written back as BackendBench's serialize_args writes it: the args tuple always
+/// ends in ",)", strides only for non-contiguous tensors (as a list), dtypes as torch.X,
+/// devices as device(type='X'), strings and numbers as Python's repr.
+std::string serialize(const call& c);
+
+/// serialize() of a call string; the text unchanged when it does not parse.
+std::string serialize_text(const std::string& text);
+
+/// True when a tensor with these sizes and strides is contiguous by PyTorch's rule (sizes of
+/// one are ignored; an empty tensor is contiguous).
+bool is_contiguous(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides);
+
 /// Total bytes of every tensor in a call, nested lists included (BackendBench's _args_size).
 int64_t total_tensor_bytes(const call& c);
 

@@ -67,6 +67,7 @@ caf::error load_settings(const std::string& path, settings& out) {
     {"evaluator.max_attempts", {bind(s.max_attempts), "an integer"}},
     {"timing.cpu_warmup", {bind(s.cpu_warmup), "an integer"}},
     {"timing.cpu_runs", {bind(s.cpu_runs), "an integer"}},
+    {"timing.cpu_max_seconds", {bind(s.cpu_max_seconds), "a number"}},
     {"log.level", {bind(s.log_level), "a string"}},
   };
   toml::table root;
@@ -117,6 +118,8 @@ caf::error validate(const settings& s) {
     return bad("evaluator.max_attempts must be >= 1");
   if (s.cpu_warmup < 0 || s.cpu_runs < 1)
     return bad("timing.cpu_warmup must be >= 0 and timing.cpu_runs >= 1");
+  if (s.cpu_max_seconds < 0)
+    return bad("timing.cpu_max_seconds must be >= 0");
   static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   for (auto l : levels)
     if (s.log_level == l)

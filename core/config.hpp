@@ -23,6 +23,7 @@ struct settings {
   // [timing]
   int64_t cpu_warmup = 10;
   int64_t cpu_runs = 100;
+  double cpu_max_seconds = 5.0; ///< budget of one cpu_bench measurement; 0: none
   // [log]
   std::string log_level = "info";
 };

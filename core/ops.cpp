@@ -69,9 +69,21 @@ std::vector<std::string> split_tokens(std::string_view list) {
 
 std::vector<std::string> closest(std::string_view token, const std::vector<std::string>& candidates,
                                  size_t n) {
+  // Compare like with like: a base name with base names, "relu.default" with names without
+  // "aten.", a full name with full names.
+  auto comparable = [&](const std::string& c) -> std::string {
+    if (token.find('.') == std::string_view::npos)
+      return base_name(c);
+    if (token.substr(0, 5) != "aten.")
+      return std::string(strip_aten(c));
+    return c;
+  };
   std::vector<std::pair<size_t, std::string>> scored;
-  for (auto& c : candidates)
-    scored.emplace_back(std::min(edit_distance(token, strip_aten(c)), edit_distance(token, c)), c);
+  for (auto& c : candidates) {
+    auto d = edit_distance(token, comparable(c));
+    if (std::none_of(scored.begin(), scored.end(), [&](auto& s) { return s.second == c; }))
+      scored.emplace_back(d, c);
+  }
   std::sort(scored.begin(), scored.end());
   std::vector<std::string> out;
   for (size_t i = 0; i < scored.size() && i < n; ++i)

@@ -88,7 +88,8 @@ std::string summary_csv(const std::map<std::string, op_rows>& by_op) {
     }
     for (auto* p : rows.performance) {
       passed_p += p->successfully_ran;
-      if (p->speedup != 0.0)
+      // BackendBench keeps truthy speedups; a failed input's is None.
+      if (p->successfully_ran && p->speedup != 0.0)
         speedups.push_back(p->speedup);
     }
     double avg = 0.0;
@@ -146,7 +147,7 @@ std::string overall_summary(const std::string& command, const std::map<std::stri
       double passed = 0;
       for (auto* c : r.correctness)
         passed += c->is_correct ? 1.0 : 0.0;
-      correctness = fmt4(passed / static_cast<double>(r.correctness.size()), "%");
+      correctness = fmt4(100.0 * passed / static_cast<double>(r.correctness.size()), "%");
     }
     if (!r.performance.empty()) {
       double sum = 0;
@@ -162,10 +163,26 @@ std::string overall_summary(const std::string& command, const std::map<std::stri
   });
   for (auto& [op, c, sp] : rows)
     out += "| " + op + " | " + c + " | " + sp + "|\n";
+  if (s.skipped > 0) {
+    out += "\n## Skipped Operators\n\nNo input of these operators could run here; they are "
+           "left out of the scores.\n\n| Operator | Reason |\n|----------|--------|\n";
+    for (auto& op : s.ops)
+      if (op.skipped) {
+        auto why = op.skip_reason.substr(0, op.skip_reason.find('\n'));
+        for (auto& ch : why)
+          if (ch == '|')
+            ch = '/';
+        out += "| " + backendbench_op_name(op.op_name) + " | " + why + " |\n";
+      }
+  }
   return out;
 }
 
 } // namespace
+
+std::string backendbench_op_name(const std::string& op_name) {
+  return op_name.rfind("aten.", 0) == 0 ? op_name.substr(5) : op_name;
+}
 
 std::string csv_field(const std::string& text) {
   if (text.find_first_of(",\"\r\n") == std::string::npos)
@@ -186,17 +203,27 @@ std::string write_reports(const std::string& dir, const std::string& command,
   json failed = json::array();
   std::map<std::string, op_rows> by_op;
   for (auto& r : results) {
-    auto& rows = by_op[r.op_name];
+    auto name = backendbench_op_name(r.op_name);
+    auto& rows = by_op[name];
     for (auto& c : r.correctness) {
-      all.push_back(c);
+      json j = c;
+      j["op_name"] = name;
+      all.push_back(j);
       if (!c.is_correct)
-        failed.push_back(c);
+        failed.push_back(j);
       rows.correctness.push_back(&c);
     }
     for (auto& p : r.performance) {
-      all.push_back(p);
+      json j = p;
+      j["op_name"] = name;
+      // BackendBench records a failed input's speedup and kernel time as None.
+      if (!p.successfully_ran) {
+        j["speedup"] = nullptr;
+        j["benchmark_time_ms"] = nullptr;
+      }
+      all.push_back(j);
       if (!p.successfully_ran)
-        failed.push_back(p);
+        failed.push_back(j);
       rows.performance.push_back(&p);
     }
   }

@@ -16,6 +16,9 @@ namespace bb {
 std::string write_reports(const std::string& dir, const std::string& command,
                           const std::vector<eval_result>& results, const scores& s);
 
+/// An operator as BackendBench's reports name it (op.__name__): "relu.default".
+std::string backendbench_op_name(const std::string& op_name);
+
 /// A CSV field quoted as Python's csv module quotes it (minimal quoting).
 std::string csv_field(const std::string& text);
 

@@ -1,5 +1,7 @@
 #include "core/results.hpp"
 
+#include "core/args.hpp"
+
 namespace bb {
 
 eval_result failed_result(const eval_job& job, outcome why, const std::string& detail) {
@@ -13,7 +15,7 @@ eval_result failed_result(const eval_job& job, outcome why, const std::string& d
   for (auto& args : job.correctness_inputs) {
     correctness_record c;
     c.op_name = job.op_name;
-    c.args = args;
+    c.args = args::serialize_text(args);
     c.error_type = to_string(why);
     c.error_msg = detail;
     r.correctness.push_back(std::move(c));
@@ -21,7 +23,7 @@ eval_result failed_result(const eval_job& job, outcome why, const std::string& d
   for (auto& args : job.performance_inputs) {
     performance_record p;
     p.op_name = job.op_name;
-    p.args = args;
+    p.args = args::serialize_text(args);
     p.speedup = 1.0;
     p.error_msg = detail;
     r.performance.push_back(std::move(p));

@@ -163,10 +163,41 @@ runner_process::call_outcome runner_process::evaluate(const eval_job& job, int t
   return out;
 }
 
+std::optional<std::vector<std::string>> runner_process::resolve(const std::vector<std::string>& ops,
+                                                                int timeout_ms, std::string& error) {
+  if (!running()) {
+    error = "runner is not running";
+    return std::nullopt;
+  }
+  runner_request req;
+  req.kind = "resolve";
+  req.ops = ops;
+  std::string frame;
+  if (!frames::write_frame(fd_, pack(req))
+      || frames::read_frame(fd_, frame, timeout_ms) != frames::read_status::ok) {
+    error = "runner " + terminate(500);
+    return std::nullopt;
+  }
+  try {
+    auto reply = unpack<runner_reply>(frame);
+    if (reply.kind != "schemas" || reply.schemas.size() != ops.size()) {
+      error = "runner answered '" + reply.kind + "' to resolve";
+      return std::nullopt;
+    }
+    return reply.schemas;
+  } catch (const std::exception& e) {
+    error = std::string("malformed reply from runner: ") + e.what();
+    terminate(500);
+    return std::nullopt;
+  }
+}
+
 void runner_process::stop() {
   if (!running())
     return;
-  frames::write_frame(fd_, pack(runner_request{"stop", {}}));
+  runner_request req;
+  req.kind = "stop";
+  frames::write_frame(fd_, pack(req));
   if (reap(1000).empty())
     terminate(1000);
 }

@@ -4,6 +4,7 @@
 // channel, stdout and stderr to a log file, core dumps off. Blocking: use it from a detached
 // actor or a thread.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,11 @@ public:
   /// Sends `job` and waits up to `timeout_ms` for its result. On a crash or a timeout the
   /// runner's whole process group is killed and reaped; start() again before the next call.
   call_outcome evaluate(const eval_job& job, int timeout_ms);
+
+  /// Looks `ops` up in the runner's dispatcher: one schema per op, empty when this torch lacks
+  /// it. Empty optional (and `error` set) when the runner failed.
+  std::optional<std::vector<std::string>> resolve(const std::vector<std::string>& ops,
+                                                  int timeout_ms, std::string& error);
 
   /// Asks the runner to exit, then kills its process group if it does not within a second.
   void stop();

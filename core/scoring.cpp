@@ -1,5 +1,7 @@
 #include "core/scoring.hpp"
 
+#include "core/args.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,19 +17,50 @@ double geomean(const std::vector<double>& xs) {
   return std::exp(sum / static_cast<double>(xs.size()));
 }
 
+bool is_unscorable(const correctness_record& c) {
+  return !c.is_correct && (c.error_type == "reference_error" || c.error_type == "unsupported");
+}
+
+bool is_unscorable(const performance_record& p) {
+  return !p.successfully_ran
+         && (p.error_msg.rfind("reference_error", 0) == 0 || p.error_msg.rfind("unsupported", 0) == 0);
+}
+
 op_score score_op(const std::string& op_name, const std::vector<correctness_record>& correctness,
                   const std::vector<performance_record>& performance) {
   op_score s;
   s.op_name = op_name;
-  s.correctness_inputs = correctness.size();
-  for (auto& c : correctness)
+  size_t unscorable = 0;
+  for (auto& c : correctness) {
+    if (is_unscorable(c)) {
+      if (s.skip_reason.empty())
+        s.skip_reason = c.error_type + ": " + c.error_msg;
+      ++unscorable;
+      continue;
+    }
+    ++s.correctness_inputs;
     if (c.is_correct)
       ++s.passed_inputs;
-  s.correct = !correctness.empty() && s.passed_inputs == correctness.size();
+  }
+  s.skipped = unscorable > 0 && s.correctness_inputs == 0;
+  s.correct = s.correctness_inputs > 0 && s.passed_inputs == s.correctness_inputs;
   std::vector<double> speedups;
   for (auto& p : performance)
-    speedups.push_back(p.successfully_ran && p.speedup > 0.0 ? p.speedup : 1.0);
+    if (!is_unscorable(p))
+      speedups.push_back(p.successfully_ran && p.speedup > 0.0 ? p.speedup : 1.0);
   s.performance = geomean(speedups);
+  if (!s.skipped)
+    s.skip_reason.clear();
+  return s;
+}
+
+op_score score_result(const eval_result& r) {
+  auto s = score_op(r.op_name, r.correctness, r.performance);
+  if (r.outcome == "unsupported") {
+    s.skipped = true;
+    s.correct = false;
+    s.skip_reason = r.detail.empty() ? "unsupported" : r.detail;
+  }
   return s;
 }
 
@@ -38,14 +71,18 @@ scores score_results(const std::vector<eval_result>& results, double p) {
   size_t correct = 0;
   size_t fast = 0;
   for (auto& r : results) {
-    auto s = score_op(r.op_name, r.correctness, r.performance);
-    correct += s.correct ? 1 : 0;
-    fast += s.correct && s.performance > p ? 1 : 0;
-    perfs.push_back(s.performance);
+    auto s = score_result(r);
+    if (s.skipped) {
+      ++out.skipped;
+    } else {
+      correct += s.correct ? 1 : 0;
+      fast += s.correct && s.performance > p ? 1 : 0;
+      perfs.push_back(s.performance);
+    }
     out.ops.push_back(std::move(s));
   }
-  if (!results.empty()) {
-    auto n = static_cast<double>(results.size());
+  if (!perfs.empty()) {
+    auto n = static_cast<double>(perfs.size());
     out.correctness = static_cast<double>(correct) / n;
     out.perf_at_p = static_cast<double>(fast) / n;
   }
@@ -54,16 +91,7 @@ scores score_results(const std::vector<eval_result>& results, double p) {
 }
 
 std::string python_float(double x) {
-  char buf[64];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof(buf), "%.*g", precision, x);
-    if (std::strtod(buf, nullptr) == x)
-      break;
-  }
-  std::string out = buf;
-  if (out.find_first_of(".einf") == std::string::npos)
-    out += ".0";
-  return out;
+  return args::python_repr(x);
 }
 
 std::string format_scores(const scores& s) {
@@ -75,6 +103,25 @@ std::string format_scores(const scores& s) {
                 "%.2f\n",
                 s.correctness, s.performance, python_float(s.p).c_str(), s.perf_at_p);
   return buf;
+}
+
+} // namespace bb
+
+namespace bb {
+
+std::string format_skipped(const scores& s) {
+  if (s.skipped == 0)
+    return "";
+  std::string out = std::to_string(s.skipped) + " of " + std::to_string(s.ops.size())
+                    + " operators skipped (no input could run here; left out of the scores):\n";
+  for (auto& op : s.ops)
+    if (op.skipped) {
+      auto why = op.skip_reason.substr(0, op.skip_reason.find('\n'));
+      if (why.size() > 160)
+        why = why.substr(0, 157) + "...";
+      out += "  " + op.op_name + ": " + why + "\n";
+    }
+  return out;
 }
 
 } // namespace bb

@@ -18,6 +18,11 @@ struct op_score {
   double performance = 1.0;
   size_t correctness_inputs = 0;
   size_t passed_inputs = 0;
+  /// No input could run here (the reference rejected every one, or the op is not in this
+  /// torch): the op is listed but left out of the scores.
+  bool skipped = false;
+  /// Why, when skipped: the first input's reason.
+  std::string skip_reason;
 };
 
 struct scores {
@@ -28,17 +33,30 @@ struct scores {
   /// Share of operators that are correct and faster than p.
   double perf_at_p = 0.0;
   double p = 1.0;
+  /// Every operator, skipped ones included.
   std::vector<op_score> ops;
+  /// Operators left out of the scores.
+  size_t skipped = 0;
 };
+
+/// True for a record that says nothing about the kernel: the input could not run on this
+/// device (reference_error) or cannot be built here (unsupported). Left out of scores.
+bool is_unscorable(const correctness_record& c);
+bool is_unscorable(const performance_record& p);
 
 /// Geometric mean; 1.0 for an empty list (no evidence of a speedup either way).
 double geomean(const std::vector<double>& xs);
 
-/// Scores one operator from its records.
+/// Scores one operator from its records, leaving unscorable inputs out.
 op_score score_op(const std::string& op_name, const std::vector<correctness_record>& correctness,
                   const std::vector<performance_record>& performance);
 
-/// Scores a sweep: one op_score per result, in order.
+/// Scores one job's result: an op the runner could not resolve (outcome unsupported) or whose
+/// every input is unscorable is skipped.
+op_score score_result(const eval_result& r);
+
+/// Scores a sweep: one op_score per result, in order; skipped ops are left out of the three
+/// scores.
 scores score_results(const std::vector<eval_result>& results, double p);
 
 /// A double as Python's repr writes it: 1.0, 1.5, 0.1.
@@ -46,5 +64,8 @@ std::string python_float(double x);
 
 /// The three lines BackendBench prints, two decimals each.
 std::string format_scores(const scores& s);
+
+/// The lines after the scores naming the skipped operators and why; empty when none.
+std::string format_skipped(const scores& s);
 
 } // namespace bb

@@ -4,6 +4,7 @@
 // (never the kernel's stdout or stderr). The runner speaks first with a hello.
 
 #include <string>
+#include <vector>
 
 #include "messages/records.hpp"
 
@@ -11,21 +12,26 @@ namespace bb {
 
 /// Evaluator -> runner.
 struct runner_request {
-  /// "evaluate" (run `job`) or "stop" (exit cleanly).
+  /// "evaluate" (run `job`), "resolve" (look up `ops` in the dispatcher) or "stop" (exit).
   std::string kind;
   eval_job job;
-  MSGPACK_DEFINE_MAP(kind, job);
+  /// Operator names (aten.X.Y) for "resolve".
+  std::vector<std::string> ops;
+  MSGPACK_DEFINE_MAP(kind, job, ops);
 };
 
 /// Runner -> evaluator.
 struct runner_reply {
-  /// "hello" (once, at start: protocol and where), "result" (one per job), "log" (text).
+  /// "hello" (once, at start: protocol and where), "result" (one per job), "schemas" (one
+  /// per resolve), "log" (text).
   std::string kind;
   uint32_t protocol = protocol_version;
   std::string text;
   provenance where;
   eval_result result;
-  MSGPACK_DEFINE_MAP(kind, protocol, text, where, result);
+  /// For "schemas": the schema of each requested op, in order; empty when this torch lacks it.
+  std::vector<std::string> schemas;
+  MSGPACK_DEFINE_MAP(kind, protocol, text, where, result, schemas);
 };
 
 /// Packs any msgpack-defined value into a byte string.

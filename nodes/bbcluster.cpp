@@ -21,7 +21,8 @@
 #include "actors/reporter.hpp"
 #include "core/config.hpp"
 #include "core/ops.hpp"
-#include "core/suite.hpp"
+#include "core/plan.hpp"
+#include "core/runner_process.hpp"
 #include "messages/errors.hpp"
 
 namespace {
@@ -32,6 +33,7 @@ struct flags {
   int64_t topn = 0, llm_attempts = 5, ka_workers = 4, ka_max_rounds = 10, devices = 0;
   double p = 1.0;
   bool disable_output_logs = false;
+  bool list = false;
 };
 
 void add_flags(CLI::App& app, flags& f) {
@@ -59,12 +61,11 @@ void add_flags(CLI::App& app, flags& f) {
   app.add_option("--resume", f.resume, "run folder of an interrupted sweep");
   app.add_option("--devices", f.devices, "evaluator slots (CPU slots on a machine without GPUs)")
     ->check(CLI::PositiveNumber);
+  app.add_flag("--list", f.list, "print the selected operators with their input counts and exit");
 }
 
 // Features that come in later versions fail loudly instead of being ignored.
 std::string unavailable(const flags& f) {
-  if (f.suite != "smoke")
-    return "--suite " + f.suite + " is not available in this version (only smoke)";
   if (f.backend != "aten")
     return "--backend " + f.backend + " is not available in this version (only aten)";
   if (!f.nodes.empty())
@@ -72,6 +73,53 @@ std::string unavailable(const flags& f) {
   if (!f.resume.empty())
     return "--resume is not available in this version";
   return "";
+}
+
+// Tells what loading found: bad lines, operators skipped before evaluation, unmatched --ops.
+void report_plan(const bb::sweep_plan& plan) {
+  for (auto& e : plan.input_errors)
+    spdlog::error("bbcluster: {} (line left out)", e);
+  for (auto& w : plan.warnings)
+    spdlog::warn("bbcluster: {}", w);
+  if (!plan.skipped_ops.empty()) {
+    spdlog::info("bbcluster: {} operators skipped as BackendBench's torchbench suite skips them",
+                 plan.skipped_ops.size());
+    for (auto& s : plan.skipped_ops)
+      spdlog::debug("bbcluster: skipped {}", s);
+  }
+  if (plan.lines > 0)
+    spdlog::info("bbcluster: {} input lines read, {} operators selected{}", plan.lines,
+                 plan.work.ops.size(),
+                 plan.excluded_rows ? ", " + std::to_string(plan.excluded_rows)
+                                        + " rows not included_in_benchmark"
+                                    : std::string());
+}
+
+// --list: resolves the selected operators in a runner's dispatcher and prints them.
+int list_ops(const bb::suite& work, const bb::settings& s) {
+  char tmpl[] = "/tmp/bbcluster-list-XXXXXX";
+  std::string scratch = ::mkdtemp(tmpl) ? tmpl : "/tmp";
+  bb::runner_process runner;
+  bb::runner_spec spec;
+  spec.program = s.runner.empty() ? bb::default_runner_path() : s.runner;
+  spec.log_path = scratch + "/runner.log";
+  auto err = runner.start(spec, static_cast<int>(s.start_timeout_s * 1000));
+  std::optional<std::vector<std::string>> schemas;
+  if (err.empty()) {
+    std::vector<std::string> names;
+    for (auto& op : work.ops)
+      names.push_back(op.op_name);
+    schemas = runner.resolve(names, 60000, err);
+    runner.stop();
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(scratch, ec);
+  if (!schemas) {
+    std::cerr << "bbcluster: cannot resolve operators: " << err << "\n";
+    return 1;
+  }
+  std::cout << bb::format_op_list(work, *schemas) << std::flush;
+  return 0;
 }
 
 std::string timestamped_dir() {
@@ -120,9 +168,14 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("bbcluster"));
   spdlog::set_level(spdlog::level::from_str(s.log_level));
 
-  auto selection = bb::select_ops(bb::smoke_suite(), bb::ops::split_tokens(f.ops));
-  for (auto& w : selection.warnings)
-    spdlog::warn("bbcluster: {}", w);
+  auto plan = bb::make_plan({f.suite, f.data, bb::ops::split_tokens(f.ops), static_cast<size_t>(f.topn)});
+  if (!plan.fatal.empty()) {
+    std::cerr << "bbcluster: " << plan.fatal << "\n";
+    return 2;
+  }
+  report_plan(plan);
+  if (f.list)
+    return list_ops(plan.work, s);
   std::string run_dir = f.disable_output_logs ? "" : (s.log_dir.empty() ? timestamped_dir() : s.log_dir);
   std::string scratch = run_dir;
   if (run_dir.empty()) {
@@ -139,7 +192,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     command += std::string(" ") + argv[i];
   auto reporter = sys.spawn(bb::reporter, bb::reporter_config{run_dir, command, s.p,
-                                                              selection.selected.ops.size()});
+                                                              plan.work.ops.size()});
   auto generator = sys.spawn(bb::aten_generator);
   bb::evaluator_config ecfg;
   ecfg.runner = s.runner.empty() ? bb::default_runner_path() : s.runner;
@@ -148,9 +201,10 @@ int main(int argc, char** argv) {
   ecfg.start_timeout_s = s.start_timeout_s;
   ecfg.cpu_warmup = s.cpu_warmup;
   ecfg.cpu_runs = s.cpu_runs;
+  ecfg.cpu_max_seconds = s.cpu_max_seconds;
   auto evaluators = bb::spawn_evaluators(sys, ecfg, static_cast<size_t>(std::max<int64_t>(1, s.devices)));
   bb::coordinator_config ccfg;
-  ccfg.work = selection.selected;
+  ccfg.work = plan.work;
   ccfg.max_attempts = static_cast<uint32_t>(s.max_attempts);
   ccfg.evaluate_timeout = std::chrono::duration_cast<caf::timespan>(
     std::chrono::duration<double>(s.start_timeout_s + 2 * s.job_timeout_s + 30));

@@ -32,12 +32,25 @@ int main(int argc, char** argv) {
   CLI::App app{"bbrunner: evaluates kernels for one evaluator (started by bbnode/bbcluster)"};
   int fd = -1;
   bb::runner::options opts;
-  app.add_option("--fd", fd, "inherited socket to the evaluator")->required();
+  std::vector<std::string> print_inputs;
+  app.add_option("--fd", fd, "inherited socket to the evaluator");
+  app.add_option("--print-inputs", print_inputs,
+                 "OP ARGS: print the tensors built for one input (sizes, strides, checksum), exit")
+    ->expected(2);
   app.add_option("--device", opts.device, "cpu or cuda");
   app.add_option("--node", opts.node, "node name for provenance");
   app.add_option("--cpu-warmup", opts.cpu_warmup, "cpu_bench warm-up calls");
   app.add_option("--cpu-runs", opts.cpu_runs, "cpu_bench timed calls");
+  app.add_option("--cpu-max-seconds", opts.cpu_max_seconds, "cpu_bench budget per measurement");
   CLI11_PARSE(app, argc, argv);
+  if (!print_inputs.empty()) {
+    std::cout << bb::runner::describe_input(print_inputs[0], print_inputs[1], opts);
+    return 0;
+  }
+  if (fd < 0) {
+    std::cerr << "bbrunner: --fd is required (bbrunner is started by an evaluator)\n";
+    return 2;
+  }
 
   bb::runner_reply hello;
   hello.kind = "hello";
@@ -62,6 +75,15 @@ int main(int argc, char** argv) {
     }
     if (req.kind == "stop")
       return 0;
+    if (req.kind == "resolve") {
+      bb::runner_reply reply;
+      reply.kind = "schemas";
+      for (auto& op : req.ops)
+        reply.schemas.push_back(bb::runner::resolve_schema(op));
+      if (!send(fd, reply))
+        return 3;
+      continue;
+    }
     maybe_inject_fault(req.job);
     bb::runner_reply reply;
     reply.kind = "result";

@@ -1,5 +1,6 @@
 #include "runner/compare.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -23,6 +24,12 @@ std::string str(const T& x) {
   return os.str();
 }
 
+// A running maximum in which NaN wins, as a tensor's max() would report it.
+void merge_max(double& current, double x) {
+  if (!std::isnan(current) && (std::isnan(x) || x > current))
+    current = x;
+}
+
 comparison compare_tensors(const at::Tensor& ref, const at::Tensor& res, double atol, double rtol) {
   if (ref.sizes() != res.sizes())
     return mismatch("The values for attribute 'shape' do not match: " + str(res.sizes())
@@ -38,19 +45,28 @@ comparison compare_tensors(const at::Tensor& ref, const at::Tensor& res, double 
     return c;
   bool complex = ref.is_complex();
   auto wide = complex ? at::kComplexDouble : at::kDouble;
-  auto expected = ref.detach().to(at::kCPU, wide);
-  auto actual = res.detach().to(at::kCPU, wide);
-  auto both_nan = at::isnan(expected) & at::isnan(actual);
-  auto diff = (expected - actual).abs();
-  // Equal values (infinities included) and NaN pairs have zero error.
-  auto same = (expected == actual) | both_nan;
-  diff = at::where(same, at::zeros_like(diff), diff);
-  auto allowed = atol + rtol * actual.abs();
-  // As assert_close: non-finite values are close only when equal.
-  auto close = same | (at::isfinite(expected) & at::isfinite(actual) & (diff <= allowed));
-  c.max_abs_error = diff.max().item<double>();
-  c.max_rel_error = (diff / (expected.abs() + 1e-10)).max().item<double>();
-  auto bad = (~close).sum().item<int64_t>();
+  // In chunks: a double copy of a whole large half-precision output would need four times
+  // its memory, several times over.
+  constexpr int64_t chunk = int64_t{1} << 22;
+  auto flat_ref = ref.detach().reshape({-1});
+  auto flat_res = res.detach().reshape({-1});
+  int64_t bad = 0;
+  for (int64_t start = 0; start < flat_ref.numel(); start += chunk) {
+    auto len = std::min(chunk, flat_ref.numel() - start);
+    auto expected = flat_ref.narrow(0, start, len).to(at::kCPU, wide);
+    auto actual = flat_res.narrow(0, start, len).to(at::kCPU, wide);
+    auto both_nan = at::isnan(expected) & at::isnan(actual);
+    auto diff = (expected - actual).abs();
+    // Equal values (infinities included) and NaN pairs have zero error.
+    auto same = (expected == actual) | both_nan;
+    diff = at::where(same, at::zeros_like(diff), diff);
+    auto allowed = atol + rtol * actual.abs();
+    // As assert_close: non-finite values are close only when equal.
+    auto close = same | (at::isfinite(expected) & at::isfinite(actual) & (diff <= allowed));
+    merge_max(c.max_abs_error, diff.max().item<double>());
+    merge_max(c.max_rel_error, (diff / (expected.abs() + 1e-10)).max().item<double>());
+    bad += (~close).sum().item<int64_t>();
+  }
   if (bad == 0)
     return c;
   c.ok = false;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <functional>
+#include <sstream>
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -51,14 +52,30 @@ c10::IValue result_of(std::vector<c10::IValue>& stack) {
 using kernel_fn = std::function<void(std::vector<c10::IValue>&)>;
 
 // BackendBench's cpu_bench: warm-up calls, then the mean of timed calls, in milliseconds.
-double cpu_bench_ms(const std::function<void()>& fn, int64_t warmup, int64_t runs) {
-  for (int64_t i = 0; i < warmup; ++i)
+// With a budget, warm-up stops after a quarter of it and timing after all of it (a large
+// input on a small CPU would otherwise take hours); at least one call each.
+double cpu_bench_ms(const std::function<void()>& fn, int64_t warmup, int64_t runs,
+                    double max_seconds) {
+  using seconds = std::chrono::duration<double>;
+  auto over = [&](clock::time_point since, double share) {
+    return max_seconds > 0 && seconds(clock::now() - since).count() > max_seconds * share;
+  };
+  auto warm_start = clock::now();
+  for (int64_t i = 0; i < warmup; ++i) {
     fn();
+    if (over(warm_start, 0.25))
+      break;
+  }
   auto start = clock::now();
-  for (int64_t i = 0; i < runs; ++i)
+  int64_t done = 0;
+  while (done < runs) {
     fn();
+    ++done;
+    if (over(start, 1.0))
+      break;
+  }
   std::chrono::duration<double, std::milli> total = clock::now() - start;
-  return total.count() / static_cast<double>(runs);
+  return total.count() / static_cast<double>(done);
 }
 
 struct op_context {
@@ -108,7 +125,7 @@ std::optional<call_error> run_both(const op_context& ctx, const built_call& call
 correctness_record check_input(const op_context& ctx, const std::string& text) {
   correctness_record rec;
   rec.op_name = ctx.job.op_name;
-  rec.args = text;
+  rec.args = args::serialize_text(text);
   call_error err;
   auto call = build(ctx, text, err);
   c10::IValue ref, res;
@@ -136,7 +153,7 @@ correctness_record check_input(const op_context& ctx, const std::string& text) {
 performance_record time_input(const op_context& ctx, const std::string& text) {
   performance_record rec;
   rec.op_name = ctx.job.op_name;
-  rec.args = text;
+  rec.args = args::serialize_text(text);
   rec.speedup = 1.0;
   call_error err;
   auto call = build(ctx, text, err);
@@ -154,7 +171,7 @@ performance_record time_input(const op_context& ctx, const std::string& text) {
         auto stack = prepared;
         f(stack);
       },
-      ctx.opts.cpu_warmup, ctx.opts.cpu_runs);
+      ctx.opts.cpu_warmup, ctx.opts.cpu_runs, ctx.opts.cpu_max_seconds);
   };
   if (auto e = guarded([&] {
         rec.reference_time_ms = timed([&](auto& s) { ctx.op.callBoxed(s); }, reference_stack);
@@ -190,6 +207,56 @@ provenance describe(const options& opts) {
   p.driver = "none";
   p.torch_version = TORCH_VERSION;
   return p;
+}
+
+std::string resolve_schema(const std::string& op_name) {
+  auto name = ops::to_schema_name(op_name);
+  auto handle = c10::Dispatcher::singleton().findSchema({name.name, name.overload});
+  if (!handle)
+    return "";
+  std::ostringstream out;
+  out << handle->schema();
+  return out.str();
+}
+
+std::string describe_input(const std::string& op_name, const std::string& call_text,
+                           const options& opts) {
+  auto name = ops::to_schema_name(op_name);
+  auto handle = c10::Dispatcher::singleton().findSchema({name.name, name.overload});
+  if (!handle)
+    return "unsupported op: " + op_name + " is not in torch " TORCH_VERSION "\n";
+  auto parsed = args::parse_call(call_text);
+  if (auto* e = std::get_if<args::parse_error>(&parsed))
+    return "cannot parse input: " + args::to_string(*e) + "\n";
+  std::ostringstream out;
+  try {
+    auto call = build_call(std::get<args::call>(parsed), handle->schema(),
+                           input_seed(op_name, call_text), at::Device(opts.device));
+    std::function<void(const c10::IValue&, const std::string&)> show =
+      [&](const c10::IValue& v, const std::string& where) {
+        if (v.isTensor()) {
+          auto t = v.toTensor();
+          out << where << ": sizes " << t.sizes() << " strides " << t.strides() << " "
+              << t.scalar_type() << " sum "
+              << (t.numel() ? t.to(at::kDouble).abs().sum().item<double>() : 0.0) << "\n";
+        } else if (v.isList()) {
+          auto list = v.toListRef();
+          for (size_t i = 0; i < list.size(); ++i)
+            show(list[i], where + "[" + std::to_string(i) + "]");
+        } else {
+          out << where << ": " << v << "\n";
+        }
+      };
+    for (size_t i = 0; i < call.args.size(); ++i)
+      show(call.args[i], "arg " + std::to_string(i));
+    for (auto& [k, v] : call.kwargs)
+      show(v, "kwarg " + k);
+  } catch (const c10::Error& e) {
+    out << "cannot build input: " << e.what_without_backtrace() << "\n";
+  } catch (const std::exception& e) {
+    out << "cannot build input: " << e.what() << "\n";
+  }
+  return out.str();
 }
 
 eval_result evaluate_job(const eval_job& job, const options& opts) {

@@ -85,8 +85,10 @@ c10::IValue convert_list(const value& v, const c10::TypePtr& type, at::Generator
   c10::TypePtr elem = list_type ? list_type->getElementType() : nullptr;
   auto elem_kind = elem ? unwrap_optional(elem)->kind() : c10::TypeKind::AnyType;
   bool elem_optional = elem && elem->kind() == c10::TypeKind::OptionalType;
-  // Without a schema type, infer from the first non-None item.
+  // Without a schema type, infer from the first non-None item; a None makes it optional.
   if (!elem) {
+    for (auto& item : v.items)
+      elem_optional = elem_optional || item.k == value::kind::none;
     for (auto& item : v.items) {
       if (item.k == value::kind::tensor)
         elem_kind = c10::TypeKind::TensorType;
