@@ -109,16 +109,46 @@ void dispatch(coordinator_pointer self) {
   }
 }
 
+// Native artefacts are built by the compile pool before they join the queue; a build that
+// fails ends the job. Compiles thus run ahead while evaluators work on earlier jobs.
+void compile_then_queue(coordinator_pointer self, uint64_t id, artefact a) {
+  auto& st = self->state;
+  if ((a.kind != "cpp" && a.kind != "cu") || !st.compiler) {
+    st.table.set_artefact(id, std::move(a));
+    dispatch(self);
+    return;
+  }
+  self->request(st.compiler, st.cfg.compile_timeout, atom::compile_v, a)
+    .then(
+      [=](compile_outcome& out) mutable {
+        auto& st = self->state;
+        if (out.status == "ok") {
+          a.object_path = out.object_path;
+          st.table.set_artefact(id, std::move(a));
+          dispatch(self);
+          return;
+        }
+        auto job = st.table.job(id);
+        job.kernel = a;
+        auto why = out.status == "needs_cuda" ? outcome::needs_cuda : outcome::compile_failed;
+        auto detail = out.message + (out.log_path.empty() ? "" : "\n(full log: " + out.log_path + ")");
+        settle(self, failed_result(job, why, detail));
+        finish_if_done(self);
+      },
+      [=](caf::error& err) {
+        auto job = self->state.table.job(id);
+        settle(self, failed_result(job, outcome::compile_failed, "compile pool failed: " + describe(err)));
+        finish_if_done(self);
+      });
+}
+
 void start(coordinator_pointer self) {
   auto& st = self->state;
   for (auto& op : st.cfg.work.ops) {
     auto id = st.table.add(op);
     self->request(st.generator, st.cfg.generate_timeout, atom::generate_v, op.op_name)
       .then(
-        [=](artefact& a) {
-          self->state.table.set_artefact(id, std::move(a));
-          dispatch(self);
-        },
+        [=](artefact& a) { compile_then_queue(self, id, std::move(a)); },
         [=](caf::error& err) {
           auto job = self->state.table.job(id);
           settle(self, failed_result(job, outcome::infra_error, "generator failed: " + describe(err)));
@@ -134,7 +164,7 @@ void start(coordinator_pointer self) {
 coordinator_actor::behavior_type coordinator(coordinator_pointer self, coordinator_config cfg,
                                              generator_actor generator,
                                              std::vector<evaluator_actor> evaluators,
-                                             reporter_actor reporter) {
+                                             reporter_actor reporter, compile_pool_actor compiler) {
   if (auto err = validate(cfg)) {
     self->quit(err);
     return coordinator_actor::behavior_type::make_empty_behavior();
@@ -144,6 +174,7 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, coordinat
   st.cfg = std::move(cfg);
   st.generator = std::move(generator);
   st.reporter = std::move(reporter);
+  st.compiler = std::move(compiler);
   st.evaluators_alive = evaluators.size();
   for (auto& e : evaluators)
     self->monitor(e);

@@ -20,6 +20,7 @@ struct coordinator_config {
   /// Bound on one evaluate request; past it the evaluator counts as lost.
   caf::timespan evaluate_timeout = std::chrono::hours(1);
   caf::timespan generate_timeout = std::chrono::minutes(10);
+  caf::timespan compile_timeout = std::chrono::minutes(30);
 };
 
 caf::error validate(const coordinator_config& cfg);
@@ -32,6 +33,8 @@ struct coordinator_state {
   job_table table;
   generator_actor generator;
   reporter_actor reporter;
+  /// Builds native artefacts; may be null (no native kernels in this sweep).
+  compile_pool_actor compiler;
   std::vector<evaluator_actor> idle;
   /// The job each busy evaluator is running.
   std::map<caf::actor_addr, eval_job> busy;
@@ -42,12 +45,14 @@ struct coordinator_state {
 
 using coordinator_pointer = coordinator_actor::stateful_pointer<coordinator_state>;
 
-/// Splits the suite into one job per operator, asks the generator for each kernel, hands
+/// Splits the suite into one job per operator, asks the generator for each kernel, has native
+/// kernels built by the compile pool, hands
 /// jobs to idle evaluators, retries runner faults, and sends every terminal result to the
 /// reporter. Answers `run` once every job is terminal and the reports are written.
 coordinator_actor::behavior_type coordinator(coordinator_pointer self, coordinator_config cfg,
                                              generator_actor generator,
                                              std::vector<evaluator_actor> evaluators,
-                                             reporter_actor reporter);
+                                             reporter_actor reporter,
+                                             compile_pool_actor compiler);
 
 } // namespace bb

@@ -34,6 +34,9 @@ runner_spec spec_of(const evaluator_config& cfg) {
                std::to_string(cfg.cpu_warmup), "--cpu-runs", std::to_string(cfg.cpu_runs),
                "--cpu-max-seconds", std::to_string(cfg.cpu_max_seconds)};
   spec.log_path = cfg.log_dir + "/runner_" + cfg.node + "_slot" + std::to_string(cfg.slot) + ".log";
+  // Each runner sees only its own GPU, as device 0.
+  if (cfg.device == "cuda")
+    spec.env.push_back("CUDA_VISIBLE_DEVICES=" + cfg.gpu);
   return spec;
 }
 
@@ -95,6 +98,8 @@ std::vector<evaluator_actor> spawn_evaluators(caf::actor_system& sys, const eval
   for (size_t i = 0; i < n; ++i) {
     auto cfg = base;
     cfg.slot = static_cast<uint32_t>(i);
+    if (cfg.gpu.empty())
+      cfg.gpu = std::to_string(i);
     out.push_back(sys.spawn<caf::detached>(evaluator, std::move(cfg)));
   }
   return out;

@@ -21,6 +21,9 @@ struct evaluator_config {
   std::string device = "cpu";
   /// Slot number on its node, for names and logs.
   uint32_t slot = 0;
+  /// For cuda: the GPU this slot owns (a CUDA_VISIBLE_DEVICES entry); spawn_evaluators sets it
+  /// to the slot number.
+  std::string gpu;
   std::string node = "local";
   /// Folder for runner logs (kernel stdout and stderr); must exist or be creatable.
   std::string log_dir;

@@ -1,5 +1,7 @@
 #include "core/config.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -23,6 +25,11 @@ setter bind(T& target) {
         return true;
       }
       return false;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (!n.is_boolean())
+        return false;
+      target = *n.value<bool>();
+      return true;
     } else if constexpr (std::is_same_v<T, int64_t>) {
       if (!n.is_integer())
         return false;
@@ -61,6 +68,7 @@ caf::error load_settings(const std::string& path, settings& out) {
     {"run.log_dir", {bind(s.log_dir), "a string"}},
     {"run.p", {bind(s.p), "a number"}},
     {"evaluator.devices", {bind(s.devices), "an integer"}},
+    {"evaluator.device", {bind(s.device), "a string"}},
     {"evaluator.runner", {bind(s.runner), "a string"}},
     {"evaluator.job_timeout_s", {bind(s.job_timeout_s), "a number"}},
     {"evaluator.start_timeout_s", {bind(s.start_timeout_s), "a number"}},
@@ -68,6 +76,11 @@ caf::error load_settings(const std::string& path, settings& out) {
     {"timing.cpu_warmup", {bind(s.cpu_warmup), "an integer"}},
     {"timing.cpu_runs", {bind(s.cpu_runs), "an integer"}},
     {"timing.cpu_max_seconds", {bind(s.cpu_max_seconds), "a number"}},
+    {"compile.cache_dir", {bind(s.compile_cache_dir), "a string"}},
+    {"compile.workers", {bind(s.compile_workers), "an integer"}},
+    {"compile.timeout_s", {bind(s.compile_timeout_s), "a number"}},
+    {"compile.cuda_arch", {bind(s.cuda_arch), "a string"}},
+    {"compile.precompiled_header", {bind(s.precompiled_header), "a boolean"}},
     {"log.level", {bind(s.log_level), "a string"}},
   };
   toml::table root;
@@ -108,16 +121,37 @@ std::string default_runner_path() {
   return (self.parent_path() / "bbrunner").string();
 }
 
+size_t count_gpus() {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator("/dev", ec)) {
+    auto name = e.path().filename().string();
+    if (name.size() > 6 && name.rfind("nvidia", 0) == 0
+        && name.find_first_not_of("0123456789", 6) == std::string::npos)
+      ++n;
+  }
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible && n > 0) {
+    std::string v = visible;
+    size_t listed = v.empty() ? 0 : 1 + static_cast<size_t>(std::count(v.begin(), v.end(), ','));
+    n = std::min(n, listed);
+  }
+  return n;
+}
+
 caf::error validate(const settings& s) {
   auto bad = [](const std::string& what) { return make_error(errc::bad_config, what); };
   if (s.devices < 0)
     return bad("evaluator.devices must be >= 0");
+  if (s.device != "auto" && s.device != "cpu" && s.device != "cuda")
+    return bad("evaluator.device must be auto, cpu or cuda, not '" + s.device + "'");
   if (s.job_timeout_s <= 0 || s.start_timeout_s <= 0)
     return bad("evaluator timeouts must be positive");
   if (s.max_attempts < 1)
     return bad("evaluator.max_attempts must be >= 1");
   if (s.cpu_warmup < 0 || s.cpu_runs < 1)
     return bad("timing.cpu_warmup must be >= 0 and timing.cpu_runs >= 1");
+  if (s.compile_workers < 0 || s.compile_timeout_s <= 0)
+    return bad("compile.workers must be >= 0 and compile.timeout_s positive");
   if (s.cpu_max_seconds < 0)
     return bad("timing.cpu_max_seconds must be >= 0");
   static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};

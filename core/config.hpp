@@ -15,7 +15,8 @@ struct settings {
   std::string log_dir;      ///< empty: backendbench_output_<timestamp>
   double p = 1.0;           ///< perf@p threshold
   // [evaluator]
-  int64_t devices = 0;      ///< CPU evaluator slots on a node without GPUs; 0: one
+  int64_t devices = 0;      ///< evaluator slots; 0: one per GPU, or one CPU slot without GPUs
+  std::string device = "auto"; ///< "auto" (cuda when the node has GPUs), "cpu" or "cuda"
   std::string runner;       ///< bbrunner to start; empty: the one beside the program
   double job_timeout_s = 600.0;
   double start_timeout_s = 60.0;
@@ -24,6 +25,12 @@ struct settings {
   int64_t cpu_warmup = 10;
   int64_t cpu_runs = 100;
   double cpu_max_seconds = 5.0; ///< budget of one cpu_bench measurement; 0: none
+  // [compile]
+  std::string compile_cache_dir; ///< empty: ~/.cache/bbcluster/kernels (or $BBCLUSTER_CACHE)
+  int64_t compile_workers = 0;   ///< 0: the node's cores minus its evaluators, at least one
+  double compile_timeout_s = 600.0;
+  std::string cuda_arch = "native";
+  bool precompiled_header = true;
   // [log]
   std::string log_level = "info";
 };
@@ -34,6 +41,9 @@ caf::error load_settings(const std::string& path, settings& out);
 
 /// bbrunner beside the running program (/proc/self/exe), the default for evaluator.runner.
 std::string default_runner_path();
+
+/// GPUs on this node: the /dev/nvidiaN devices, limited by CUDA_VISIBLE_DEVICES when set.
+size_t count_gpus();
 
 /// Checks ranges (positive timeouts, ...); the error names the setting.
 caf::error validate(const settings& s);

@@ -50,6 +50,32 @@ bool matches(std::string_view token, std::string_view op_name) {
   return token == op_name || token == strip_aten(op_name) || token == base_name(op_name);
 }
 
+std::string op_name_to_folder_name(std::string_view op_name) {
+  auto rest = strip_aten(op_name);
+  std::string out;
+  for (char c : rest)
+    out += c == '.' ? std::string("__") : std::string(1, c);
+  return out;
+}
+
+std::string folder_name_to_op_name(std::string_view folder) {
+  std::string rest(folder);
+  std::string out;
+  // Right to left: in "add___Tensor" the separator is the last two underscores.
+  for (auto pos = rest.rfind("__"); pos != std::string::npos && pos > 0; pos = rest.rfind("__")) {
+    out = "." + rest.substr(pos + 2) + out;
+    rest = rest.substr(0, pos);
+  }
+  return rest + out;
+}
+
+std::string folder_name_to_aten_name(std::string_view folder) {
+  auto name = folder_name_to_op_name(folder);
+  if (name.find('.') == std::string::npos)
+    name += ".default";
+  return "aten." + name;
+}
+
 std::vector<std::string> split_tokens(std::string_view list) {
   std::vector<std::string> out;
   size_t start = 0;

@@ -24,6 +24,18 @@ std::string base_name(std::string_view op_name);
 /// name (every overload). Never a substring.
 bool matches(std::string_view token, std::string_view op_name);
 
+/// BackendBench's folder name of an operator: every "." becomes "__", the "aten." prefix
+/// dropped: "add.Tensor" -> "add__Tensor", "add_.Tensor" -> "add___Tensor".
+std::string op_name_to_folder_name(std::string_view op_name);
+
+/// The inverse, decoding "__" right to left: "add___Tensor" -> "add_.Tensor",
+/// "nn__functional__relu" -> "nn.functional.relu", "_native_batch_norm" unchanged.
+std::string folder_name_to_op_name(std::string_view folder);
+
+/// The full aten name of a kernel folder: "add__Tensor" -> "aten.add.Tensor"; a bare name
+/// is the default overload: "relu" -> "aten.relu.default".
+std::string folder_name_to_aten_name(std::string_view folder);
+
 /// Splits "a,b, c" into trimmed non-empty tokens.
 std::vector<std::string> split_tokens(std::string_view list);
 

@@ -25,7 +25,7 @@ eval_result failed_result(const eval_job& job, outcome why, const std::string& d
     p.op_name = job.op_name;
     p.args = args::serialize_text(args);
     p.speedup = 1.0;
-    p.error_msg = detail;
+    p.error_msg = to_string(why) + std::string(": ") + detail;
     r.performance.push_back(std::move(p));
   }
   return r;

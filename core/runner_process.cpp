@@ -74,6 +74,7 @@ std::string runner_process::start(const runner_spec& spec, int timeout_ms) {
     argv.push_back(w.data());
   argv.push_back(nullptr);
   const char* dir = spec.work_dir.empty() ? nullptr : spec.work_dir.c_str();
+  std::vector<std::string> env_entries = spec.env;
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(sv[0]);
@@ -93,6 +94,8 @@ std::string runner_process::start(const runner_spec& spec, int timeout_ms) {
     ::fcntl(sv[1], F_SETFD, 0);
     if (dir && ::chdir(dir) != 0)
       ::_exit(126);
+    for (auto& e : env_entries)
+      ::putenv(e.data());
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }

@@ -22,6 +22,8 @@ struct runner_spec {
   std::string log_path;
   /// Working folder of the runner; empty: inherit.
   std::string work_dir;
+  /// Environment entries ("NAME=value") set for the runner on top of the inherited ones.
+  std::vector<std::string> env;
 };
 
 class runner_process {

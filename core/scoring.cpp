@@ -18,12 +18,14 @@ double geomean(const std::vector<double>& xs) {
 }
 
 bool is_unscorable(const correctness_record& c) {
-  return !c.is_correct && (c.error_type == "reference_error" || c.error_type == "unsupported");
+  return !c.is_correct && (c.error_type == "reference_error" || c.error_type == "unsupported"
+                           || c.error_type == "needs_cuda");
 }
 
 bool is_unscorable(const performance_record& p) {
   return !p.successfully_ran
-         && (p.error_msg.rfind("reference_error", 0) == 0 || p.error_msg.rfind("unsupported", 0) == 0);
+         && (p.error_msg.rfind("reference_error", 0) == 0 || p.error_msg.rfind("unsupported", 0) == 0
+             || p.error_msg.rfind("needs_cuda", 0) == 0);
 }
 
 op_score score_op(const std::string& op_name, const std::vector<correctness_record>& correctness,
@@ -56,10 +58,12 @@ op_score score_op(const std::string& op_name, const std::vector<correctness_reco
 
 op_score score_result(const eval_result& r) {
   auto s = score_op(r.op_name, r.correctness, r.performance);
-  if (r.outcome == "unsupported") {
+  if (r.outcome == "unsupported" || r.outcome == "needs_cuda") {
     s.skipped = true;
     s.correct = false;
-    s.skip_reason = r.detail.empty() ? "unsupported" : r.detail;
+    s.skip_reason = r.outcome == "needs_cuda" ? "needs_cuda: " + r.detail
+                    : r.detail.empty()        ? r.outcome
+                                              : r.detail;
   }
   return s;
 }

@@ -26,6 +26,8 @@ enum class outcome : uint8_t {
   oom,
   reference_error,
   unsupported,
+  /// A CUDA kernel on a node without a GPU (or without nvcc): not evaluated here.
+  needs_cuda,
   infra_error,
 };
 
@@ -41,6 +43,7 @@ inline const char* to_string(outcome x) {
     case outcome::oom: return "oom";
     case outcome::reference_error: return "reference_error";
     case outcome::unsupported: return "unsupported";
+    case outcome::needs_cuda: return "needs_cuda";
     case outcome::infra_error: return "infra_error";
   }
   return "unknown";
@@ -59,14 +62,32 @@ inline bool from_string(const std::string& s, outcome& x) {
 
 /// A kernel to evaluate: what a generator produced for one operator.
 struct artefact {
-  /// "aten" (the operator itself), later "py", "cpp", "cu".
+  /// "aten" (the operator itself), "py", "cpp" or "cu".
   std::string kind;
-  /// Path of the source inside the artefact store, empty for aten.
+  /// Where the source came from (e.g. the file of a directory kernel), empty for aten.
   std::string path;
   std::string source;
-  /// Content hash of the source (hex); "aten" for the aten backend.
+  /// SHA-256 of the source (hex); "aten" for the aten backend.
   std::string hash;
-  MSGPACK_DEFINE_MAP(kind, path, source, hash);
+  /// The entry function: <folder>_kernel_impl.
+  std::string entry;
+  /// The loadable object built from a native source on the node that evaluates it.
+  std::string object_path;
+  MSGPACK_DEFINE_MAP(kind, path, source, hash, entry, object_path);
+};
+
+/// What building a native artefact on a node ended with.
+struct compile_outcome {
+  /// "ok", "compile_failed" or "needs_cuda".
+  std::string status;
+  std::string object_path;
+  /// The compiler's errors, trimmed, for the report.
+  std::string message;
+  /// The full compiler output, on the node that compiled.
+  std::string log_path;
+  bool cached = false;
+  double seconds = 0.0;
+  MSGPACK_DEFINE_MAP(status, object_path, message, log_path, cached, seconds);
 };
 
 /// One operator's evaluation: its inputs as argument strings, and the kernel to run on them.

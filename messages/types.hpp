@@ -29,7 +29,14 @@ struct sweep_report {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, artefact& x) {
-  return f(caf::meta::type_name("artefact"), x.kind, x.path, x.source, x.hash);
+  return f(caf::meta::type_name("artefact"), x.kind, x.path, x.source, x.hash, x.entry,
+           x.object_path);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, compile_outcome& x) {
+  return f(caf::meta::type_name("compile_outcome"), x.status, x.object_path, x.message,
+           x.log_path, x.cached, x.seconds);
 }
 
 template <class Inspector>
@@ -78,6 +85,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(bb, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(bb, (bb::provenance))
   CAF_ADD_TYPE_ID(bb, (bb::eval_result))
   CAF_ADD_TYPE_ID(bb, (bb::sweep_report))
+  CAF_ADD_TYPE_ID(bb, (bb::compile_outcome))
   CAF_ADD_ATOM(bb, bb::atom, evaluate, "evaluate")
   CAF_ADD_ATOM(bb, bb::atom, generate, "generate")
   CAF_ADD_ATOM(bb, bb::atom, result, "result")
@@ -85,6 +93,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(bb, caf::first_custom_type_id)
   CAF_ADD_ATOM(bb, bb::atom, run, "run")
   CAF_ADD_ATOM(bb, bb::atom, ping, "ping")
   CAF_ADD_ATOM(bb, bb::atom, pong, "pong")
+  CAF_ADD_ATOM(bb, bb::atom, compile, "compile")
 CAF_END_TYPE_ID_BLOCK(bb)
 
 namespace bb {
@@ -100,6 +109,11 @@ using evaluator_actor = caf::typed_actor<
 using generator_actor = caf::typed_actor<
   // Produce the kernel to evaluate for one operator (full name, e.g. aten.relu.default).
   caf::replies_to<atom::generate, std::string>::with<artefact>>;
+
+/// The COMPILE POOL actor: builds native artefacts on CPU workers beside the evaluators.
+using compile_pool_actor = caf::typed_actor<
+  // Build one artefact (kind cpp or cu) into a loadable object, or find it in the cache.
+  caf::replies_to<atom::compile, artefact>::with<compile_outcome>>;
 
 /// The REPORTER actor: consumes results as they arrive and writes the run's files.
 using reporter_actor = caf::typed_actor<

@@ -13,6 +13,9 @@
 #include "core/ops.hpp"
 #include "runner/compare.hpp"
 #include "runner/inputs.hpp"
+#include "runner/kernel.hpp"
+#include "runner/native_kernel.hpp"
+#include "runner/python_kernel.hpp"
 
 namespace bb::runner {
 
@@ -34,22 +37,14 @@ std::optional<call_error> guarded(F&& f) {
     return std::nullopt;
   } catch (const c10::OutOfMemoryError& e) {
     return call_error{"oom", e.what_without_backtrace(), e.what()};
+  } catch (const python_error& e) {
+    return call_error{e.type, e.what(), e.traceback};
   } catch (const c10::Error& e) {
     return call_error{"exception", e.what_without_backtrace(), e.what()};
   } catch (const std::exception& e) {
     return call_error{"exception", e.what(), ""};
   }
 }
-
-// The value an op call leaves on the stack: one return, or a tuple of several.
-c10::IValue result_of(std::vector<c10::IValue>& stack) {
-  if (stack.size() == 1)
-    return std::move(stack[0]);
-  return c10::ivalue::Tuple::create(std::move(stack));
-}
-
-// A callable kernel: the operator itself for the aten backend.
-using kernel_fn = std::function<void(std::vector<c10::IValue>&)>;
 
 // BackendBench's cpu_bench: warm-up calls, then the mean of timed calls, in milliseconds.
 // With a budget, warm-up stops after a quarter of it and timing after all of it (a large
@@ -83,7 +78,8 @@ struct op_context {
   const options& opts;
   c10::OperatorHandle op;
   at::Device device;
-  kernel_fn kernel;
+  const kernel& reference;
+  const kernel& impl;
 };
 
 std::optional<built_call> build(const op_context& ctx, const std::string& text, call_error& err) {
@@ -106,19 +102,16 @@ std::optional<built_call> build(const op_context& ctx, const std::string& text, 
 // Runs the reference and the kernel on fresh clones; fills `ref` and `res`.
 std::optional<call_error> run_both(const op_context& ctx, const built_call& call, c10::IValue& ref,
                                    c10::IValue& res) {
-  std::vector<c10::IValue> stack;
   if (auto e = guarded([&] {
-        stack = make_stack(call, ctx.op.schema());
-        ctx.op.callBoxed(stack);
-        ref = result_of(stack);
+        auto in = prepare(call, ctx.op.schema(), &ctx.reference);
+        ref = ctx.reference.call(in);
       })) {
     e->type = "reference_error";
     return e;
   }
   return guarded([&] {
-    stack = make_stack(call, ctx.op.schema());
-    ctx.kernel(stack);
-    res = result_of(stack);
+    auto in = prepare(call, ctx.op.schema(), &ctx.impl);
+    res = ctx.impl.call(in);
   });
 }
 
@@ -161,21 +154,13 @@ performance_record time_input(const op_context& ctx, const std::string& text) {
     rec.error_msg = err.type + ": " + err.message;
     return rec;
   }
-  auto& schema = ctx.op.schema();
-  auto reference_stack = make_stack(*call, schema);
-  auto kernel_stack = make_stack(*call, schema);
-  auto timed = [&](const std::function<void(std::vector<c10::IValue>&)>& f,
-                   const std::vector<c10::IValue>& prepared) {
-    return cpu_bench_ms(
-      [&] {
-        auto stack = prepared;
-        f(stack);
-      },
-      ctx.opts.cpu_warmup, ctx.opts.cpu_runs, ctx.opts.cpu_max_seconds);
+  // As BackendBench: each side is timed on one set of inputs, reused call after call.
+  auto timed = [&](const kernel& k) {
+    auto in = prepare(*call, ctx.op.schema(), &k);
+    return cpu_bench_ms([&] { k.call(in); }, ctx.opts.cpu_warmup, ctx.opts.cpu_runs,
+                        ctx.opts.cpu_max_seconds);
   };
-  if (auto e = guarded([&] {
-        rec.reference_time_ms = timed([&](auto& s) { ctx.op.callBoxed(s); }, reference_stack);
-      })) {
+  if (auto e = guarded([&] { rec.reference_time_ms = timed(ctx.reference); })) {
     rec.error_msg = "reference_error: " + e->message;
     return rec;
   }
@@ -189,13 +174,33 @@ performance_record time_input(const op_context& ctx, const std::string& text) {
     rec.error_msg = "incorrect: " + cmp.message;
     return rec;
   }
-  if (auto e = guarded([&] { rec.benchmark_time_ms = timed(ctx.kernel, kernel_stack); })) {
+  if (auto e = guarded([&] { rec.benchmark_time_ms = timed(ctx.impl); })) {
     rec.error_msg = e->type + ": " + e->message;
     return rec;
   }
   rec.successfully_ran = true;
   rec.speedup = rec.benchmark_time_ms > 0 ? rec.reference_time_ms / rec.benchmark_time_ms : 1.0;
   return rec;
+}
+
+void fail_every_input(eval_result& r, const eval_job& job, const call_error& why) {
+  for (auto& text : job.correctness_inputs) {
+    correctness_record c;
+    c.op_name = job.op_name;
+    c.args = args::serialize_text(text);
+    c.error_type = why.type;
+    c.error_msg = why.message;
+    c.traceback = why.traceback;
+    r.correctness.push_back(std::move(c));
+  }
+  for (auto& text : job.performance_inputs) {
+    performance_record p;
+    p.op_name = job.op_name;
+    p.args = args::serialize_text(text);
+    p.speedup = 1.0;
+    p.error_msg = why.type + ": " + why.message;
+    r.performance.push_back(std::move(p));
+  }
 }
 
 } // namespace
@@ -273,15 +278,29 @@ eval_result evaluate_job(const eval_job& job, const options& opts) {
     r.wall_seconds = std::chrono::duration<double>(clock::now() - start).count();
     return r;
   };
-  if (job.kernel.kind != "aten")
-    return finish("unsupported", "kernel kind '" + job.kernel.kind + "' is not supported by this runner");
   auto name = ops::to_schema_name(job.op_name);
   auto handle = c10::Dispatcher::singleton().findSchema({name.name, name.overload});
   if (!handle)
     return finish("unsupported", "unsupported op: " + job.op_name + " is not in torch " TORCH_VERSION);
   c10::OperatorHandle op = *handle;
-  op_context ctx{job, opts, op, at::Device(opts.device == "cpu" ? "cpu" : "cuda"),
-                 [op](std::vector<c10::IValue>& s) { op.callBoxed(s); }};
+  auto reference = make_aten_kernel(op);
+  std::unique_ptr<kernel> impl;
+  call_error load_failure;
+  try {
+    impl = load_kernel(job.kernel, op);
+  } catch (const kernel_load_error& e) {
+    load_failure = {e.kind, e.what(), ""};
+  } catch (const python_error& e) {
+    load_failure = {e.type, e.what(), e.traceback};
+  } catch (const std::exception& e) {
+    load_failure = {"load_error", e.what(), ""};
+  }
+  if (!impl) {
+    // Every input fails with the reason, so the reports list them all.
+    fail_every_input(r, job, load_failure);
+    return finish("exception", load_failure.type + ": " + load_failure.message);
+  }
+  op_context ctx{job, opts, op, at::Device(opts.device == "cpu" ? "cpu" : "cuda"), *reference, *impl};
   at::NoGradGuard no_grad;
   for (auto& text : job.correctness_inputs)
     r.correctness.push_back(check_input(ctx, text));

@@ -105,7 +105,7 @@ struct fixture {
   sweep_report run(const coordinator_config& c, std::vector<evaluator_actor> evaluators) {
     auto reporter = keep(sys->spawn(mock_reporter, t));
     auto generator = keep(sys->spawn(aten_generator));
-    auto coord = keep(sys->spawn(coordinator, c, generator, evaluators, reporter));
+    auto coord = keep(sys->spawn(coordinator, c, generator, evaluators, reporter, compile_pool_actor{}));
     caf::scoped_actor self{*sys};
     self->send(coord, atom::run_v);
     sched->run();

@@ -1,11 +1,12 @@
+// Torch first: c10's logging defines a CHECK of its own, which Catch's must replace.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <limits>
-
-#include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 
 #include "runner/compare.hpp"
 #include "runner/inputs.hpp"

@@ -1,0 +1,151 @@
+#include "nodes/cli.hpp"
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "core/runner_process.hpp"
+#include "messages/errors.hpp"
+
+namespace bb::cli {
+
+void add_flags(CLI::App& app, flags& f) {
+  app.add_option("--suite", f.suite, "suite to run")->check(CLI::IsMember({"smoke", "torchbench"}));
+  app.add_option("--backend", f.backend, "where kernels come from")
+    ->check(CLI::IsMember({"aten", "directory", "llm", "kernel_agent"}));
+  app.add_option("--ops", f.ops, "comma-separated operators (full name, without aten., or base name)");
+  app.add_option("--topn-inputs,--topn", f.topn, "keep the N largest inputs per operator")
+    ->check(CLI::NonNegativeNumber);
+  app.add_option("--llm-attempts", f.llm_attempts, "attempts per operator (llm backend)");
+  app.add_option("--llm-model", f.llm_model, "model name (llm backend)");
+  app.add_option("--kernel-agent-workers", f.ka_workers, "KernelAgent workers");
+  app.add_option("--kernel-agent-max-rounds", f.ka_max_rounds, "KernelAgent rounds per worker");
+  app.add_option("--ops-directory", f.ops_directory, "kernel folder (directory backend)");
+  app.add_option("--log-dir", f.log_dir, "run folder (default backendbench_output_<timestamp>)");
+  app.add_flag("--disable-output-logs", f.disable_output_logs, "write no report files");
+  app.add_option("--p", f.p, "perf@p threshold")->check(CLI::PositiveNumber);
+  app.add_option("--log-level", f.log_level, "DEBUG, INFO, WARNING or ERROR")
+    ->transform(CLI::IsMember({"debug", "info", "warning", "error", "trace", "critical", "off"},
+                              CLI::ignore_case));
+  app.add_option("--data", f.data, "torchbench inputs: trace file, folder of traces, or .jsonl");
+  app.add_option("--nodes", f.nodes, "hosts.txt (DeepSpeed hostfile format)");
+  app.add_option("--config", f.config, "settings file (TOML), see configs/default.toml")
+    ->check(CLI::ExistingFile);
+  app.add_option("--resume", f.resume, "run folder of an interrupted sweep");
+  app.add_option("--devices", f.devices, "evaluator slots (CPU slots on a machine without GPUs)")
+    ->check(CLI::PositiveNumber);
+  app.add_flag("--list", f.list, "print the selected operators with their input counts and exit");
+}
+
+std::string unavailable(const flags& f) {
+  if (f.backend == "llm" || f.backend == "kernel_agent")
+    return "--backend " + f.backend + " is not available in this version (aten, directory)";
+  if (!f.nodes.empty())
+    return "--nodes is not available in this version (sweeps run on the local node)";
+  if (!f.resume.empty())
+    return "--resume is not available in this version";
+  return "";
+}
+
+std::string merge_settings(const CLI::App& app, const flags& f, settings& s) {
+  if (!f.config.empty())
+    if (auto err = load_settings(f.config, s))
+      return describe(err);
+  if (!f.log_dir.empty())
+    s.log_dir = f.log_dir;
+  if (app.count("--p"))
+    s.p = f.p;
+  if (f.devices > 0)
+    s.devices = f.devices;
+  if (!f.log_level.empty())
+    s.log_level = f.log_level == "warning" ? "warn" : f.log_level;
+  if (f.backend == "directory" && f.ops_directory.empty())
+    return "--backend directory needs --ops-directory DIR";
+  if (auto err = validate(s))
+    return describe(err);
+  return "";
+}
+
+void report_plan(const sweep_plan& plan) {
+  for (auto& e : plan.input_errors)
+    spdlog::error("bbcluster: {} (line left out)", e);
+  for (auto& w : plan.warnings)
+    spdlog::warn("bbcluster: {}", w);
+  if (!plan.skipped_ops.empty()) {
+    spdlog::info("bbcluster: {} operators skipped as BackendBench's torchbench suite skips them",
+                 plan.skipped_ops.size());
+    for (auto& s : plan.skipped_ops)
+      spdlog::debug("bbcluster: skipped {}", s);
+  }
+  if (plan.lines > 0)
+    spdlog::info("bbcluster: {} input lines read, {} operators selected{}", plan.lines,
+                 plan.work.ops.size(),
+                 plan.excluded_rows ? ", " + std::to_string(plan.excluded_rows)
+                                        + " rows not included_in_benchmark"
+                                    : std::string());
+}
+
+std::optional<std::vector<std::string>> resolve_ops(const std::vector<std::string>& names,
+                                                    const settings& s, std::string& error) {
+  char tmpl[] = "/tmp/bbcluster-resolve-XXXXXX";
+  std::string scratch = ::mkdtemp(tmpl) ? tmpl : "/tmp";
+  runner_process runner;
+  runner_spec spec;
+  spec.program = s.runner.empty() ? default_runner_path() : s.runner;
+  spec.log_path = scratch + "/runner.log";
+  error = runner.start(spec, static_cast<int>(s.start_timeout_s * 1000));
+  std::optional<std::vector<std::string>> schemas;
+  if (error.empty()) {
+    schemas = runner.resolve(names, 60000, error);
+    runner.stop();
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(scratch, ec);
+  return schemas;
+}
+
+std::string attach_directory(const std::string& dir, const settings& s, sweep_plan& plan,
+                             std::vector<directory_kernel>& kernels) {
+  auto scan = scan_kernel_dir(dir);
+  if (!scan.fatal.empty())
+    return scan.fatal;
+  for (auto& p : scan.problems)
+    spdlog::error("bbcluster: {} (left out)", p);
+  std::vector<std::string> names;
+  for (auto& k : scan.kernels)
+    names.push_back(k.op_name);
+  std::string err;
+  auto schemas = resolve_ops(names, s, err);
+  if (!schemas)
+    return "cannot look up the directory's operators: " + err;
+  std::set<std::string> known;
+  for (size_t i = 0; i < scan.kernels.size(); ++i) {
+    if ((*schemas)[i].empty()) {
+      spdlog::error("bbcluster: {}: unknown operator {} (no such aten operator in this torch; left out)",
+                    scan.kernels[i].kernel.path, scan.kernels[i].op_name);
+      continue;
+    }
+    known.insert(scan.kernels[i].op_name);
+    kernels.push_back(scan.kernels[i]);
+  }
+  auto& ops = plan.work.ops;
+  auto before = ops.size();
+  ops.erase(std::remove_if(ops.begin(), ops.end(),
+                           [&](const op_inputs& op) { return known.count(op.op_name) == 0; }),
+            ops.end());
+  spdlog::info("bbcluster: {} kernels in {}; {} of the {} selected operators have one", kernels.size(),
+               dir, ops.size(), before);
+  return "";
+}
+
+std::string timestamped_dir() {
+  auto t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "backendbench_output_%Y%m%d_%H%M%S", std::localtime(&t));
+  return buf;
+}
+
+} // namespace bb::cli

@@ -1,0 +1,52 @@
+#pragma once
+
+// bbcluster's command line and what it prints before a sweep: flags, settings from TOML with
+// flags on top, the plan's messages, and the runner-backed lookups (--list, directory
+// kernels). Configuration only: nothing here a test would want to reach past the programs.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/config.hpp"
+#include "core/kernel_dir.hpp"
+#include "core/plan.hpp"
+
+namespace bb::cli {
+
+struct flags {
+  std::string suite = "smoke", backend = "aten", ops, llm_model, ops_directory, log_dir;
+  std::string data, nodes, config, resume, log_level;
+  int64_t topn = 0, llm_attempts = 5, ka_workers = 4, ka_max_rounds = 10, devices = 0;
+  double p = 1.0;
+  bool disable_output_logs = false;
+  bool list = false;
+};
+
+void add_flags(CLI::App& app, flags& f);
+
+/// Features of later versions fail loudly instead of being ignored; "" when all is available.
+std::string unavailable(const flags& f);
+
+/// Settings from --config with the flags on top; "" or the error.
+std::string merge_settings(const CLI::App& app, const flags& f, settings& s);
+
+/// Logs what loading found: bad lines, skipped operators, unmatched --ops.
+void report_plan(const sweep_plan& plan);
+
+/// Looks operator names up in a runner's dispatcher: one schema per name, "" for unknown.
+std::optional<std::vector<std::string>> resolve_ops(const std::vector<std::string>& names,
+                                                    const settings& s, std::string& error);
+
+/// The directory backend: reads the kernels, reports unusable folders and unknown operators,
+/// and keeps the suite's operators that have a kernel. "" or a fatal error.
+std::string attach_directory(const std::string& dir, const settings& s, sweep_plan& plan,
+                             std::vector<directory_kernel>& kernels);
+
+/// backendbench_output_<timestamp>
+std::string timestamped_dir();
+
+} // namespace bb::cli

@@ -1,0 +1,67 @@
+#pragma once
+
+// A Python kernel run inside bbrunner: an embedded interpreter (torch's own Python bindings)
+// calls the kernel's function on the same tensors the C++ inputs, reference and timer use.
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <ATen/core/function_schema.h>
+#include <ATen/core/ivalue.h>
+
+namespace bb::runner {
+
+/// A failure inside Python: exception type name, message (what()), and the formatted traceback.
+struct python_error : std::runtime_error {
+  python_error(std::string type, const std::string& message, std::string traceback)
+    : std::runtime_error(message), type(std::move(type)), traceback(std::move(traceback)) {
+  }
+  std::string type;
+  std::string traceback;
+};
+
+/// Starts the embedded interpreter once per process (later calls return the first answer),
+/// imports torch, records the timing functions, and releases the GIL. Unless the environment
+/// sets PYTHONHOME / PYTHONPATH, the interpreter is the build's BBCLUSTER_PYTHON: its
+/// sys.base_prefix as home and its site-packages first on sys.path, so a venv works.
+/// Returns "" or why Python cannot run here.
+std::string ensure_python();
+
+/// A Python kernel: the function `entry` of one file, loaded as a fresh module.
+class python_kernel {
+public:
+  python_kernel(const python_kernel&) = delete;
+  python_kernel& operator=(const python_kernel&) = delete;
+  /// Releases the Python objects with the GIL held.
+  ~python_kernel();
+
+  /// Loads `path` as module op_<folder> (importlib, the file's folder on sys.path while it
+  /// runs). Throws python_error with the traceback when the file fails to import, and with
+  /// type "MissingEntryPoint" when the module has no callable `entry`.
+  static std::unique_ptr<python_kernel> load(const std::string& path, const std::string& entry);
+
+  /// Calls entry(*args, **kwargs) as BackendBench calls impl(*args, **kwargs). Tensors are
+  /// shared, not copied; ints the schema types as ScalarType, Layout or MemoryFormat (by
+  /// position for args, by name for kwargs) become torch.dtype, torch.layout and
+  /// torch.memory_format. The result comes back as a tensor, a number or bool, None, or a
+  /// c10 tuple for a Python tuple or list. Throws python_error (with traceback) when the
+  /// call raises or returns something else.
+  c10::IValue call(const std::vector<c10::IValue>& args,
+                   const std::unordered_map<std::string, c10::IValue>& kwargs,
+                   const c10::FunctionSchema& schema) const;
+
+private:
+  struct objects;
+  explicit python_kernel(std::unique_ptr<objects> py);
+  std::unique_ptr<objects> py_;
+};
+
+/// True when a loaded module replaced a timing function (time.perf_counter, time.time,
+/// torch.cuda.synchronize, torch.cuda.Event.elapsed_time, triton.testing.do_bench) since
+/// ensure_python() recorded them; false when Python has not started.
+bool python_timers_tampered();
+
+} // namespace bb::runner

@@ -1,0 +1,229 @@
+// Torch first: c10's logging header defines its own CHECK, which catch.hpp must replace.
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include "runner/python_kernel.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "support.hpp"
+
+using namespace bb::runner;
+
+namespace {
+
+using kwargs_t = std::unordered_map<std::string, c10::IValue>;
+
+const c10::FunctionSchema& schema_of(const char* name, const char* overload = "") {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload).schema();
+}
+
+// Writes <dir>/<folder>/<folder>_implementation_v1.py and returns its path.
+std::string kernel_file(const bb::test::temp_dir& dir, const std::string& folder,
+                        const std::string& source) {
+  std::filesystem::create_directories(dir / folder);
+  auto path = dir / (folder + "/" + folder + "_implementation_v1.py");
+  bb::test::write_file(path, source);
+  return path;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// The python_error that loading `path` throws.
+python_error load_error(const std::string& path, const std::string& entry) {
+  try {
+    python_kernel::load(path, entry);
+  } catch (const python_error& e) {
+    return e;
+  }
+  FAIL("loading " << path << " did not throw");
+  return python_error("", "", "");
+}
+
+} // namespace
+
+TEST_CASE("python: the interpreter starts once, with torch", "[core]") {
+  CHECK(ensure_python() == "");
+  CHECK(ensure_python() == "");
+  CHECK_FALSE(python_timers_tampered());
+}
+
+TEST_CASE("python: a relu kernel computes what at::relu does, on the same tensors", "[core]") {
+  bb::test::temp_dir dir;
+  auto k = python_kernel::load(
+    kernel_file(dir, "relu", "import torch\ndef relu_kernel_impl(x):\n    return torch.relu(x)\n"),
+    "relu_kernel_impl");
+  auto x = at::randn({4, 5});
+  auto out = k->call({x}, {}, schema_of("aten::relu"));
+  REQUIRE(out.isTensor());
+  CHECK(at::equal(out.toTensor(), at::relu(x)));
+
+  // In place: the kernel's tensor is the caller's, not a copy.
+  auto inplace = python_kernel::load(
+    kernel_file(dir, "relu_", "def relu__kernel_impl(x):\n    return x.relu_()\n"),
+    "relu__kernel_impl");
+  auto y = at::randn({8});
+  auto expected = at::relu(y);
+  auto res = inplace->call({y}, {}, schema_of("aten::relu_"));
+  CHECK(res.toTensor().data_ptr() == y.data_ptr());
+  CHECK(at::equal(y, expected));
+}
+
+TEST_CASE("python: dtypes, layouts, memory formats and devices become torch objects", "[core]") {
+  bb::test::temp_dir dir;
+  auto k = python_kernel::load(kernel_file(dir, "_to_copy", R"PY(
+import torch
+def _to_copy_kernel_impl(x, dtype=None, layout=None, device=None, memory_format=None, **rest):
+    assert dtype is torch.float16, dtype
+    assert layout is torch.strided, layout
+    assert device == torch.device('cpu'), device
+    assert memory_format is torch.preserve_format, memory_format
+    assert rest == {'non_blocking': False}, rest
+    return x.to(dtype)
+)PY"),
+                               "_to_copy_kernel_impl");
+  auto x = at::randn({3, 3});
+  kwargs_t kwargs{{"dtype", c10::IValue(at::kHalf)},
+                  {"layout", c10::IValue(at::kStrided)},
+                  {"device", c10::IValue(at::Device("cpu"))},
+                  {"memory_format", c10::IValue(at::MemoryFormat::Preserve)},
+                  {"non_blocking", c10::IValue(false)}};
+  auto out = k->call({x}, kwargs, schema_of("aten::_to_copy")).toTensor();
+  CHECK(out.scalar_type() == at::kHalf);
+  CHECK(at::equal(out, x.to(at::kHalf)));
+
+  // A positional dtype, matched by position in aten::to.dtype.
+  auto to = python_kernel::load(kernel_file(dir, "to__dtype", R"PY(
+import torch
+def to__dtype_kernel_impl(x, dtype, non_blocking=False, copy=False):
+    assert isinstance(dtype, torch.dtype), type(dtype)
+    return x.to(dtype)
+)PY"),
+                                "to__dtype_kernel_impl");
+  auto d = to->call({x, c10::IValue(at::kDouble)}, {}, schema_of("aten::to", "dtype")).toTensor();
+  CHECK(d.scalar_type() == at::kDouble);
+}
+
+TEST_CASE("python: a list of tensors goes in as a list", "[core]") {
+  bb::test::temp_dir dir;
+  auto k = python_kernel::load(kernel_file(dir, "cat", R"PY(
+import torch
+def cat_kernel_impl(tensors, dim=0):
+    assert isinstance(tensors, list) and len(tensors) == 2
+    return torch.cat(tensors, dim)
+)PY"),
+                               "cat_kernel_impl");
+  auto a = at::randn({2, 3});
+  auto b = at::randn({2, 4});
+  auto out = k->call({c10::List<at::Tensor>({a, b}), c10::IValue(int64_t{1})}, {},
+                     schema_of("aten::cat"));
+  CHECK(at::equal(out.toTensor(), at::cat({a, b}, 1)));
+}
+
+TEST_CASE("python: tuples, lists, numbers and bools come back", "[core]") {
+  bb::test::temp_dir dir;
+  auto k = python_kernel::load(kernel_file(dir, "max__dim", R"PY(
+import torch
+def max__dim_kernel_impl(x, dim, keepdim=False):
+    return torch.max(x, dim, keepdim)
+)PY"),
+                               "max__dim_kernel_impl");
+  auto x = at::randn({4, 6});
+  auto out = k->call({x, c10::IValue(int64_t{1})}, {}, schema_of("aten::max", "dim"));
+  REQUIRE(out.isTuple());
+  auto [values, indices] = at::max(x, 1);
+  const auto& items = out.toTupleRef().elements();
+  REQUIRE(items.size() == 2);
+  CHECK(at::equal(items[0].toTensor(), values));
+  CHECK(at::equal(items[1].toTensor(), indices));
+
+  auto misc = python_kernel::load(kernel_file(dir, "misc", R"PY(
+def misc_kernel_impl(x):
+    return [x.numel(), 2.5, True, None]
+)PY"),
+                                  "misc_kernel_impl");
+  auto m = misc->call({at::ones({3})}, {}, schema_of("aten::relu"));
+  REQUIRE(m.isTuple());
+  const auto& ms = m.toTupleRef().elements();
+  REQUIRE(ms.size() == 4);
+  CHECK(ms[0].toInt() == 3);
+  CHECK(ms[1].toDouble() == 2.5);
+  CHECK(ms[2].isBool());
+  CHECK(ms[2].toBool());
+  CHECK(ms[3].isNone());
+}
+
+TEST_CASE("python: the kernel's folder is on sys.path while it imports", "[core]") {
+  bb::test::temp_dir dir;
+  auto path = kernel_file(dir, "neg", "from neg_helper import negate\n"
+                                      "def neg_kernel_impl(x):\n    return negate(x)\n");
+  bb::test::write_file(dir / "neg/neg_helper.py", "def negate(x):\n    return -x\n");
+  auto k = python_kernel::load(path, "neg_kernel_impl");
+  auto x = at::randn({5});
+  CHECK(at::equal(k->call({x}, {}, schema_of("aten::neg")).toTensor(), -x));
+}
+
+TEST_CASE("python: a file that fails to import names the file and line", "[core]") {
+  bb::test::temp_dir dir;
+  auto syntax = kernel_file(dir, "abs", "import torch\n\ndef abs_kernel_impl(x):\n    return x +\n");
+  auto e = load_error(syntax, "abs_kernel_impl");
+  CHECK(e.type == "SyntaxError");
+  CHECK(contains(e.traceback, syntax));
+  CHECK(contains(e.traceback, "line 4"));
+
+  auto raising = kernel_file(dir, "exp", "import torch\nx = 1\nraise ValueError('broken at import')\n");
+  auto r = load_error(raising, "exp_kernel_impl");
+  CHECK(r.type == "ValueError");
+  CHECK(std::string(r.what()) == "broken at import");
+  CHECK(contains(r.traceback, "File \"" + raising + "\", line 3"));
+  CHECK_FALSE(contains(r.traceback, "importlib"));
+}
+
+TEST_CASE("python: a module without the entry point", "[core]") {
+  bb::test::temp_dir dir;
+  auto missing = load_error(kernel_file(dir, "sin", "def other(x):\n    return x\n"),
+                            "sin_kernel_impl");
+  CHECK(missing.type == "MissingEntryPoint");
+  CHECK(contains(missing.what(), "sin_kernel_impl"));
+  auto not_callable = load_error(kernel_file(dir, "cos", "cos_kernel_impl = 3\n"),
+                                 "cos_kernel_impl");
+  CHECK(not_callable.type == "MissingEntryPoint");
+}
+
+TEST_CASE("python: an exception inside the call gives type, message and traceback", "[core]") {
+  bb::test::temp_dir dir;
+  auto path = kernel_file(dir, "tanh", "import torch\n\ndef tanh_kernel_impl(x):\n"
+                                       "    raise NotImplementedError('no tanh yet')\n");
+  auto k = python_kernel::load(path, "tanh_kernel_impl");
+  try {
+    k->call({at::ones({2})}, {}, schema_of("aten::tanh"));
+    FAIL("the call did not throw");
+  } catch (const python_error& e) {
+    CHECK(e.type == "NotImplementedError");
+    CHECK(std::string(e.what()) == "no tanh yet");
+    CHECK(contains(e.traceback, "File \"" + path + "\", line 4, in tanh_kernel_impl"));
+    CHECK(contains(e.traceback, "NotImplementedError: no tanh yet"));
+  }
+}
+
+TEST_CASE("python: a kernel that replaces time.perf_counter is seen", "[core]") {
+  bb::test::temp_dir dir;
+  CHECK_FALSE(python_timers_tampered());
+  // Loading replaces the timer; calling the kernel puts it back.
+  auto k = python_kernel::load(kernel_file(dir, "sqrt", R"PY(
+import time
+_original = time.perf_counter
+time.perf_counter = lambda: 0.0
+def sqrt_kernel_impl(x):
+    time.perf_counter = _original
+    return x.sqrt()
+)PY"),
+                               "sqrt_kernel_impl");
+  CHECK(python_timers_tampered());
+  k->call({at::ones({2})}, {}, schema_of("aten::sqrt"));
+  CHECK_FALSE(python_timers_tampered());
+}
