@@ -1,6 +1,7 @@
 #include "actors/evaluator.hpp"
 
 #include <filesystem>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -18,7 +19,7 @@ caf::error validate(const evaluator_config& cfg) {
     return bad("runner program '" + cfg.runner + "' is not executable");
   if (cfg.device != "cpu" && cfg.device != "cuda")
     return bad("device must be cpu or cuda, not '" + cfg.device + "'");
-  if (cfg.job_timeout_s <= 0 || cfg.start_timeout_s <= 0)
+  if (cfg.job_timeout_s <= 0 || cfg.start_timeout_s <= 0 || cfg.call_timeout_s <= 0)
     return bad("timeouts must be positive");
   if (cfg.log_dir.empty())
     return bad("no log folder for runner output");
@@ -32,22 +33,48 @@ runner_spec spec_of(const evaluator_config& cfg) {
   spec.program = cfg.runner;
   spec.args = {"--device", cfg.device, "--node", cfg.node, "--cpu-warmup",
                std::to_string(cfg.cpu_warmup), "--cpu-runs", std::to_string(cfg.cpu_runs),
-               "--cpu-max-seconds", std::to_string(cfg.cpu_max_seconds)};
+               "--cpu-max-seconds", std::to_string(cfg.cpu_max_seconds), "--gpu-warmup-ms",
+               std::to_string(cfg.gpu_warmup_ms), "--gpu-rep-ms", std::to_string(cfg.gpu_rep_ms)};
   spec.log_path = cfg.log_dir + "/runner_" + cfg.node + "_slot" + std::to_string(cfg.slot) + ".log";
   // Each runner sees only its own GPU, as device 0.
   if (cfg.device == "cuda")
     spec.env.push_back("CUDA_VISIBLE_DEVICES=" + cfg.gpu);
+  spec.memory_limit_bytes = cfg.memory_limit_bytes;
   return spec;
 }
 
-// Starts a runner if none runs; returns an empty string or why it could not.
+// Starts a runner if none runs; a runner started after a fault must pass the device check
+// first. Returns an empty string, or why no working runner could be had.
 std::string ensure_runner(evaluator_state& st) {
   if (st.runner.running())
     return "";
-  auto err = st.runner.start(spec_of(st.cfg), static_cast<int>(st.cfg.start_timeout_s * 1000));
-  if (err.empty() && st.jobs > 0)
-    ++st.restarts;
-  return err;
+  bool after_fault = st.jobs > 0;
+  std::string why;
+  for (uint32_t i = 0; i < st.cfg.check_attempts; ++i) {
+    why = st.runner.start(spec_of(st.cfg), static_cast<int>(st.cfg.start_timeout_s * 1000));
+    if (why.empty() && after_fault)
+      why = st.runner.check(static_cast<int>(st.cfg.call_timeout_s * 1000));
+    if (why.empty()) {
+      if (after_fault) {
+        ++st.restarts;
+        ++st.unreported_restarts;
+      }
+      return "";
+    }
+    spdlog::warn("evaluator {}/{}: fresh runner {} of {} failed: {}", st.cfg.node, st.cfg.slot,
+                 i + 1, st.cfg.check_attempts, why);
+  }
+  return why;
+}
+
+// The job's scratch folder: the runner's working folder while the job runs, removed after.
+std::string scratch_for(const evaluator_config& cfg, const eval_job& job) {
+  auto dir = std::filesystem::path(cfg.log_dir).parent_path() / "scratch"
+             / ("slot" + std::to_string(cfg.slot))
+             / ("job" + std::to_string(job.job_id) + "_" + std::to_string(job.attempt));
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  return ec ? "" : dir.string();
 }
 
 } // namespace
@@ -61,27 +88,38 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
   std::filesystem::create_directories(cfg.log_dir, ec);
   self->state.cfg = std::move(cfg);
   return {
-    [=](atom::evaluate, const eval_job& job) -> eval_result {
+    [=](atom::evaluate, const eval_job& job) -> caf::result<eval_result> {
       auto& st = self->state;
       auto tag = st.cfg.node + "/" + std::to_string(st.cfg.slot);
       if (auto err = ensure_runner(st); !err.empty()) {
-        spdlog::error("evaluator {}: {}", tag, err);
-        return failed_result(job, outcome::infra_error, err);
+        // This slot cannot run anything: out of service. Quitting makes the coordinator
+        // give the job to another slot.
+        spdlog::error("evaluator {}: taken out of service: {}", tag, err);
+        auto down = make_error(errc::runner_failed, "evaluator " + tag + " out of service: " + err);
+        self->quit(down);
+        return down;
       }
       ++st.jobs;
       spdlog::debug("evaluator {}: job {} ({}) attempt {} started", tag, job.job_id, job.op_name,
                     job.attempt);
-      auto call = st.runner.evaluate(job, static_cast<int>(st.cfg.job_timeout_s * 1000));
-      if (call.ok)
-        return std::move(call.result);
+      auto scratch = scratch_for(st.cfg, job);
+      auto call = st.runner.evaluate(job, static_cast<int>(st.cfg.call_timeout_s * 1000),
+                                     static_cast<int>(st.cfg.job_timeout_s * 1000), scratch);
+      std::error_code ec;
+      if (!scratch.empty())
+        std::filesystem::remove_all(scratch, ec);
+      auto result = call.ok ? std::move(call.result) : failed_result(job, call.why, call.detail);
+      result.runner_restarts = std::exchange(st.unreported_restarts, 0);
+      if (call.ok) {
+        // A runner that lost its CUDA context exits after its result: start afresh.
+        if (result.outcome == "cuda_error")
+          st.runner.stop();
+        return result;
+      }
       spdlog::warn("evaluator {}: job {} ({}) {}: {}; starting a fresh runner", tag, job.job_id,
                    job.op_name, to_string(call.why), call.detail);
-      auto result = failed_result(job, call.why, call.detail);
       result.where = st.runner.where();
       result.where.artefact_hash = job.kernel.hash;
-      // Have the next runner ready before the next job arrives.
-      if (auto err = ensure_runner(st); !err.empty())
-        spdlog::error("evaluator {}: {}", tag, err);
       return result;
     },
     [](atom::ping) { return atom::pong_v; },

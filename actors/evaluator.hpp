@@ -28,10 +28,19 @@ struct evaluator_config {
   /// Folder for runner logs (kernel stdout and stderr); must exist or be creatable.
   std::string log_dir;
   double job_timeout_s = 600.0;
+  /// Bound on one call of kernel or reference code (between two progress frames).
+  double call_timeout_s = 120.0;
   double start_timeout_s = 60.0;
+  /// Limit of a runner's private memory in bytes (0: none).
+  uint64_t memory_limit_bytes = 0;
+  /// Fresh runners that fail the device check in a row before the slot is taken out of
+  /// service.
+  uint32_t check_attempts = 3;
   int64_t cpu_warmup = 10;
   int64_t cpu_runs = 100;
   double cpu_max_seconds = 0.0;
+  double gpu_warmup_ms = 25.0;
+  double gpu_rep_ms = 100.0;
 };
 
 caf::error validate(const evaluator_config& cfg);
@@ -42,6 +51,8 @@ struct evaluator_state {
   runner_process runner;
   /// Runners started after the first, i.e. after a fault.
   uint64_t restarts = 0;
+  /// Restarts not yet reported with a result.
+  uint32_t unreported_restarts = 0;
   uint64_t jobs = 0;
 };
 
@@ -52,7 +63,11 @@ std::vector<evaluator_actor> spawn_evaluators(caf::actor_system& sys, const eval
                                               size_t n);
 
 /// Supervises one bbrunner: starts it, sends it jobs, and turns a crash or a timeout into a
-/// terminal result before starting a fresh runner. Blocks on the runner: spawn it detached.
+/// terminal result before starting a fresh runner, which must pass a device check (allocate,
+/// compute, synchronize) before it gets a job. A slot whose fresh runners fail the check
+/// `check_attempts` times in a row is taken out of service: the evaluator quits with an
+/// error, and its coordinator gives its job to other slots. Blocks on the runner: spawn it
+/// detached.
 evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_config cfg);
 
 } // namespace bb

@@ -46,7 +46,14 @@ job_table::verdict job_table::finish(const eval_result& result) {
   auto& e = it->second;
   if (e.st == state::done || result.attempt != e.job.attempt)
     return verdict::stale;
-  if (e.st == state::running && is_retryable(result.outcome) && e.job.attempt < max_attempts_) {
+  // The attempt number names each dispatch (so late results are recognized); the bounds
+  // count kernel faults and infrastructure retries apart.
+  bool retry = false;
+  if (e.st == state::running && result.outcome == "infra_error")
+    retry = e.infra_retries++ < max_infra_retries_;
+  else if (e.st == state::running && is_retryable(result.outcome))
+    retry = ++e.faults < max_attempts_;
+  if (retry) {
     e.st = state::queued;
     queue_.push_back(result.job_id);
     return verdict::retry;

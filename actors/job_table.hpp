@@ -18,7 +18,11 @@ class job_table {
 public:
   enum class state { generating, queued, running, done };
 
-  explicit job_table(uint32_t max_attempts) : max_attempts_(max_attempts) {
+  /// `max_attempts` bounds the attempts of a job whose runner crashed or timed out (a kernel
+  /// fault until proven otherwise); `max_infra_retries` bounds the retries after an
+  /// infrastructure failure (a lost evaluator or node), which do not count as attempts.
+  explicit job_table(uint32_t max_attempts, uint32_t max_infra_retries = 3)
+    : max_attempts_(max_attempts), max_infra_retries_(max_infra_retries) {
   }
 
   /// Adds a job for one operator, waiting for its artefact; returns its id.
@@ -77,8 +81,12 @@ private:
   struct entry {
     eval_job job;
     state st = state::generating;
+    /// Attempts ended by a crash or timeout, and retries after infrastructure failures.
+    uint32_t faults = 0;
+    uint32_t infra_retries = 0;
   };
   uint32_t max_attempts_;
+  uint32_t max_infra_retries_;
   uint64_t next_id_ = 1;
   size_t done_ = 0;
   std::map<uint64_t, entry> jobs_;

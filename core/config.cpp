@@ -7,6 +7,7 @@
 #include <map>
 
 #include <toml++/toml.h>
+#include <unistd.h>
 
 #include "messages/errors.hpp"
 
@@ -72,6 +73,10 @@ caf::error load_settings(const std::string& path, settings& out) {
     {"evaluator.runner", {bind(s.runner), "a string"}},
     {"evaluator.job_timeout_s", {bind(s.job_timeout_s), "a number"}},
     {"evaluator.start_timeout_s", {bind(s.start_timeout_s), "a number"}},
+    {"evaluator.call_timeout_s", {bind(s.call_timeout_s), "a number"}},
+    {"evaluator.memory_limit_gb", {bind(s.memory_limit_gb), "a number"}},
+    {"timing.gpu_warmup_ms", {bind(s.gpu_warmup_ms), "a number"}},
+    {"timing.gpu_rep_ms", {bind(s.gpu_rep_ms), "a number"}},
     {"evaluator.max_attempts", {bind(s.max_attempts), "an integer"}},
     {"timing.cpu_warmup", {bind(s.cpu_warmup), "an integer"}},
     {"timing.cpu_runs", {bind(s.cpu_runs), "an integer"}},
@@ -121,6 +126,16 @@ std::string default_runner_path() {
   return (self.parent_path() / "bbrunner").string();
 }
 
+uint64_t runner_memory_limit(double gb, size_t slots) {
+  if (gb > 0)
+    return static_cast<uint64_t>(gb * double(1ull << 30));
+  auto pages = ::sysconf(_SC_PHYS_PAGES);
+  auto page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0)
+    return 0;
+  return static_cast<uint64_t>(0.75 * double(pages) * double(page) / double(std::max<size_t>(1, slots)));
+}
+
 size_t count_gpus() {
   size_t n = 0;
   std::error_code ec;
@@ -144,8 +159,10 @@ caf::error validate(const settings& s) {
     return bad("evaluator.devices must be >= 0");
   if (s.device != "auto" && s.device != "cpu" && s.device != "cuda")
     return bad("evaluator.device must be auto, cpu or cuda, not '" + s.device + "'");
-  if (s.job_timeout_s <= 0 || s.start_timeout_s <= 0)
+  if (s.job_timeout_s <= 0 || s.start_timeout_s <= 0 || s.call_timeout_s <= 0)
     return bad("evaluator timeouts must be positive");
+  if (s.memory_limit_gb < 0 || s.gpu_warmup_ms <= 0 || s.gpu_rep_ms <= 0)
+    return bad("evaluator.memory_limit_gb must be >= 0 and the GPU timing budgets positive");
   if (s.max_attempts < 1)
     return bad("evaluator.max_attempts must be >= 1");
   if (s.cpu_warmup < 0 || s.cpu_runs < 1)

@@ -19,12 +19,16 @@ struct settings {
   std::string device = "auto"; ///< "auto" (cuda when the node has GPUs), "cpu" or "cuda"
   std::string runner;       ///< bbrunner to start; empty: the one beside the program
   double job_timeout_s = 600.0;
+  double call_timeout_s = 120.0;  ///< one call of kernel or reference code
   double start_timeout_s = 60.0;
+  double memory_limit_gb = 0.0;   ///< per CPU runner; 0: 75% of the machine's memory / slots
   int64_t max_attempts = 2; ///< attempts per job whose runner died, before the failure is final
   // [timing]
   int64_t cpu_warmup = 10;
   int64_t cpu_runs = 100;
   double cpu_max_seconds = 5.0; ///< budget of one cpu_bench measurement; 0: none
+  double gpu_warmup_ms = 25.0;  ///< do_bench's warm-up budget
+  double gpu_rep_ms = 100.0;    ///< do_bench's repetition budget
   // [compile]
   std::string compile_cache_dir; ///< empty: ~/.cache/bbcluster/kernels (or $BBCLUSTER_CACHE)
   int64_t compile_workers = 0;   ///< 0: the node's cores minus its evaluators, at least one
@@ -41,6 +45,10 @@ caf::error load_settings(const std::string& path, settings& out);
 
 /// bbrunner beside the running program (/proc/self/exe), the default for evaluator.runner.
 std::string default_runner_path();
+
+/// The memory limit of one CPU runner in bytes: `gb` GiB, or for 0, 75% of the machine's
+/// memory shared by `slots`.
+uint64_t runner_memory_limit(double gb, size_t slots);
 
 /// GPUs on this node: the /dev/nvidiaN devices, limited by CUDA_VISIBLE_DEVICES when set.
 size_t count_gpus();

@@ -71,7 +71,9 @@ void to_json(nlohmann::json& j, const eval_result& x) {
        {"correctness", x.correctness},
        {"performance", x.performance},
        {"provenance", x.where},
-       {"wall_seconds", x.wall_seconds}};
+       {"wall_seconds", x.wall_seconds},
+       {"flags", x.flags},
+       {"runner_restarts", x.runner_restarts}};
 }
 
 void from_json(const nlohmann::json& j, eval_result& x) {
@@ -84,6 +86,11 @@ void from_json(const nlohmann::json& j, eval_result& x) {
   j.at("performance").get_to(x.performance);
   j.at("provenance").get_to(x.where);
   j.at("wall_seconds").get_to(x.wall_seconds);
+  // Journals written before these fields existed still read.
+  if (j.contains("flags"))
+    j.at("flags").get_to(x.flags);
+  if (j.contains("runner_restarts"))
+    j.at("runner_restarts").get_to(x.runner_restarts);
 }
 
 std::string journal_line(const eval_result& r) {

@@ -1,6 +1,9 @@
 #include "core/runner_process.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -44,6 +47,16 @@ std::string describe_wait_status(int status) {
   return "ended with wait status " + std::to_string(status);
 }
 
+bool is_secret_variable(const std::string& name) {
+  std::string upper;
+  for (char c : name)
+    upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (auto word : {"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH"})
+    if (upper.find(word) != std::string::npos)
+      return true;
+  return false;
+}
+
 runner_process::~runner_process() {
   stop();
 }
@@ -74,7 +87,19 @@ std::string runner_process::start(const runner_spec& spec, int timeout_ms) {
     argv.push_back(w.data());
   argv.push_back(nullptr);
   const char* dir = spec.work_dir.empty() ? nullptr : spec.work_dir.c_str();
-  std::vector<std::string> env_entries = spec.env;
+  // The runner's environment: the inherited one without secrets, then the spec's entries.
+  std::vector<std::string> env_entries;
+  for (char** e = environ; *e; ++e) {
+    std::string entry = *e;
+    if (!is_secret_variable(entry.substr(0, entry.find('='))))
+      env_entries.push_back(entry);
+  }
+  env_entries.insert(env_entries.end(), spec.env.begin(), spec.env.end());
+  std::vector<char*> envp;
+  for (auto& e : env_entries)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  rlimit memory{spec.memory_limit_bytes, spec.memory_limit_bytes};
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(sv[0]);
@@ -94,9 +119,9 @@ std::string runner_process::start(const runner_spec& spec, int timeout_ms) {
     ::fcntl(sv[1], F_SETFD, 0);
     if (dir && ::chdir(dir) != 0)
       ::_exit(126);
-    for (auto& e : env_entries)
-      ::putenv(e.data());
-    ::execv(argv[0], argv.data());
+    if (memory.rlim_cur > 0)
+      ::setrlimit(RLIMIT_DATA, &memory);
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   // Also from the parent, so the group exists before we might signal it.
@@ -128,42 +153,92 @@ std::string runner_process::start(const runner_spec& spec, int timeout_ms) {
   return "";
 }
 
-runner_process::call_outcome runner_process::evaluate(const eval_job& job, int timeout_ms) {
+namespace {
+
+std::string seconds_text(int ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g s", ms / 1000.0);
+  return buf;
+}
+
+} // namespace
+
+runner_process::call_outcome runner_process::evaluate(const eval_job& job, int call_timeout_ms,
+                                                      int job_timeout_ms, const std::string& work_dir) {
   call_outcome out;
   if (!running()) {
     out.why = outcome::infra_error;
     out.detail = "runner is not running";
     return out;
   }
-  runner_request req{"evaluate", job};
+  runner_request req;
+  req.kind = "evaluate";
+  req.job = job;
+  req.work_dir = work_dir;
   if (!frames::write_frame(fd_, pack(req))) {
     out.why = outcome::crashed;
     out.detail = "runner " + reap(2000);
     return out;
   }
+  using clock = std::chrono::steady_clock;
+  auto job_deadline = clock::now() + std::chrono::milliseconds(job_timeout_ms);
+  std::string step = "starting the job";
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(job_deadline - clock::now());
+    bool job_bound = left.count() < call_timeout_ms;
+    int wait_ms = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count(), call_timeout_ms)));
+    std::string frame;
+    auto st = frames::read_frame(fd_, frame, wait_ms);
+    if (st == frames::read_status::timeout) {
+      out.why = outcome::timed_out;
+      out.detail = (job_bound ? "the job ran past its timeout (" + seconds_text(job_timeout_ms)
+                              : "one call ran past the call timeout (" + seconds_text(call_timeout_ms))
+                   + ") during " + step + "; runner " + terminate(1000);
+      return out;
+    }
+    if (st != frames::read_status::ok) {
+      out.why = outcome::crashed;
+      out.detail = "runner " + reap(2000) + " during " + step;
+      return out;
+    }
+    try {
+      auto reply = unpack<runner_reply>(frame);
+      if (reply.kind == "progress") {
+        step = reply.text;
+        continue;
+      }
+      out.ok = true;
+      out.result = std::move(reply.result);
+      return out;
+    } catch (const std::exception& e) {
+      out.why = outcome::infra_error;
+      out.detail = std::string("malformed frame from runner: ") + e.what() + "; runner "
+                   + terminate(500);
+      return out;
+    }
+  }
+}
+
+std::string runner_process::check(int timeout_ms) {
+  if (!running())
+    return "runner is not running";
+  runner_request req;
+  req.kind = "check";
   std::string frame;
-  auto st = frames::read_frame(fd_, frame, timeout_ms);
-  if (st == frames::read_status::timeout) {
-    out.why = outcome::timed_out;
-    out.detail = "no result after " + std::to_string(timeout_ms / 1000.0).substr(0, 6)
-                 + " s; runner " + terminate(1000);
-    return out;
-  }
-  if (st != frames::read_status::ok) {
-    out.why = outcome::crashed;
-    out.detail = "runner " + reap(2000);
-    return out;
-  }
+  if (!frames::write_frame(fd_, pack(req))
+      || frames::read_frame(fd_, frame, timeout_ms) != frames::read_status::ok)
+    return "runner " + terminate(500) + " during the device check";
   try {
     auto reply = unpack<runner_reply>(frame);
-    out.ok = true;
-    out.result = std::move(reply.result);
+    if (reply.kind == "checked" && reply.text.empty())
+      return "";
+    auto why = reply.kind == "checked" ? reply.text : "runner answered '" + reply.kind + "' to check";
+    terminate(500);
+    return why;
   } catch (const std::exception& e) {
-    out.why = outcome::infra_error;
-    out.detail = std::string("malformed result from runner: ") + e.what() + "; runner "
-                 + terminate(500);
+    terminate(500);
+    return std::string("malformed reply to check: ") + e.what();
   }
-  return out;
 }
 
 std::optional<std::vector<std::string>> runner_process::resolve(const std::vector<std::string>& ops,

@@ -22,8 +22,12 @@ struct runner_spec {
   std::string log_path;
   /// Working folder of the runner; empty: inherit.
   std::string work_dir;
-  /// Environment entries ("NAME=value") set for the runner on top of the inherited ones.
+  /// Environment entries ("NAME=value") set for the runner on top of the inherited ones,
+  /// which are stripped of secrets first (see is_secret_variable).
   std::vector<std::string> env;
+  /// Limit of the runner's private writable memory (RLIMIT_DATA), bytes; 0: none. A kernel
+  /// that allocates past it gets an allocation error (oom), not the machine's OOM killer.
+  uint64_t memory_limit_bytes = 0;
 };
 
 class runner_process {
@@ -45,9 +49,16 @@ public:
     std::string detail;
   };
 
-  /// Sends `job` and waits up to `timeout_ms` for its result. On a crash or a timeout the
-  /// runner's whole process group is killed and reaped; start() again before the next call.
-  call_outcome evaluate(const eval_job& job, int timeout_ms);
+  /// Sends `job` and waits for its result: at most `call_timeout_ms` between two progress
+  /// frames (one call of kernel or reference code) and `job_timeout_ms` in all. On a crash or
+  /// a timeout the runner's whole process group is killed and reaped; start() again before
+  /// the next call. `work_dir` is the job's scratch folder.
+  call_outcome evaluate(const eval_job& job, int call_timeout_ms, int job_timeout_ms,
+                        const std::string& work_dir = "");
+
+  /// Asks the runner to allocate, compute and synchronize on its device: "" when it works,
+  /// else why not (the runner is then stopped).
+  std::string check(int timeout_ms);
 
   /// Looks `ops` up in the runner's dispatcher: one schema per op, empty when this torch lacks
   /// it. Empty optional (and `error` set) when the runner failed.
@@ -85,5 +96,9 @@ private:
 
 /// "killed by signal 11 (SIGSEGV)" or "exited with status 3" for a wait status.
 std::string describe_wait_status(int status);
+
+/// Whether an environment variable may hold a secret that kernel code must never see: names
+/// with KEY, TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL or AUTH in them (any case).
+bool is_secret_variable(const std::string& name);
 
 } // namespace bb

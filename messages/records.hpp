@@ -153,8 +153,13 @@ struct eval_result {
   std::vector<performance_record> performance;
   provenance where;
   double wall_seconds = 0.0;
+  /// Honesty checks the kernel failed: mutates_input, aliases_input, uses_cuda_stream,
+  /// replaces_timer.
+  std::vector<std::string> flags;
+  /// Runners the evaluator had to start afresh (after a fault) before this result.
+  uint32_t runner_restarts = 0;
   MSGPACK_DEFINE_MAP(job_id, attempt, op_name, outcome, detail, correctness, performance, where,
-                     wall_seconds);
+                     wall_seconds, flags, runner_restarts);
 };
 
 } // namespace bb

@@ -12,18 +12,23 @@ namespace bb {
 
 /// Evaluator -> runner.
 struct runner_request {
-  /// "evaluate" (run `job`), "resolve" (look up `ops` in the dispatcher) or "stop" (exit).
+  /// "evaluate" (run `job`), "resolve" (look up `ops` in the dispatcher), "check" (allocate,
+  /// compute and synchronize on the device) or "stop" (exit).
   std::string kind;
   eval_job job;
   /// Operator names (aten.X.Y) for "resolve".
   std::vector<std::string> ops;
-  MSGPACK_DEFINE_MAP(kind, job, ops);
+  /// For "evaluate": the job's scratch folder, the runner's working folder while it runs.
+  std::string work_dir;
+  MSGPACK_DEFINE_MAP(kind, job, ops, work_dir);
 };
 
 /// Runner -> evaluator.
 struct runner_reply {
-  /// "hello" (once, at start: protocol and where), "result" (one per job), "schemas" (one
-  /// per resolve), "log" (text).
+  /// "hello" (once, at start: protocol and where), "progress" (before each step of a job
+  /// that runs kernel or reference code, `text` naming it: the evaluator's per-call timeout
+  /// restarts on each), "result" (one per job), "schemas" (one per resolve), "checked" (one
+  /// per check, `text` empty when the device works, else why not).
   std::string kind;
   uint32_t protocol = protocol_version;
   std::string text;

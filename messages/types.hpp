@@ -67,7 +67,8 @@ typename Inspector::result_type inspect(Inspector& f, provenance& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
   return f(caf::meta::type_name("eval_result"), x.job_id, x.attempt, x.op_name, x.outcome,
-           x.detail, x.correctness, x.performance, x.where, x.wall_seconds);
+           x.detail, x.correctness, x.performance, x.where, x.wall_seconds, x.flags,
+           x.runner_restarts);
 }
 
 template <class Inspector>

@@ -114,6 +114,10 @@ int main(int argc, char** argv) {
     ecfg.cpu_warmup = s.cpu_warmup;
     ecfg.cpu_runs = s.cpu_runs;
     ecfg.cpu_max_seconds = s.cpu_max_seconds;
+    ecfg.gpu_warmup_ms = s.gpu_warmup_ms;
+    ecfg.gpu_rep_ms = s.gpu_rep_ms;
+    ecfg.call_timeout_s = s.call_timeout_s;
+    ecfg.memory_limit_bytes = cuda ? 0 : bb::runner_memory_limit(s.memory_limit_gb, slots);
     auto evaluators = bb::spawn_evaluators(sys, ecfg, slots);
     bb::coordinator_config ccfg;
     ccfg.work = plan.work;

@@ -2,7 +2,9 @@
 // msgpack frames over the inherited socket given by --fd (never stdout), and evaluates one job
 // at a time. Its stdout and stderr belong to the kernels and go to the evaluator's log.
 
+#include <algorithm>
 #include <csignal>
+#include <filesystem>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -42,6 +44,8 @@ int main(int argc, char** argv) {
   app.add_option("--cpu-warmup", opts.cpu_warmup, "cpu_bench warm-up calls");
   app.add_option("--cpu-runs", opts.cpu_runs, "cpu_bench timed calls");
   app.add_option("--cpu-max-seconds", opts.cpu_max_seconds, "cpu_bench budget per measurement");
+  app.add_option("--gpu-warmup-ms", opts.gpu_warmup_ms, "do_bench warm-up budget (ms)");
+  app.add_option("--gpu-rep-ms", opts.gpu_rep_ms, "do_bench repetition budget (ms)");
   CLI11_PARSE(app, argc, argv);
   if (!print_inputs.empty()) {
     std::cout << bb::runner::describe_input(print_inputs[0], print_inputs[1], opts);
@@ -84,13 +88,37 @@ int main(int argc, char** argv) {
         return 3;
       continue;
     }
+    if (req.kind == "check") {
+      bb::runner_reply reply;
+      reply.kind = "checked";
+      reply.text = bb::runner::check_device(opts);
+      if (!send(fd, reply))
+        return 3;
+      continue;
+    }
     maybe_inject_fault(req.job);
+    // The job runs in its scratch folder: what a kernel writes stays there.
+    auto home = std::filesystem::current_path();
+    std::error_code ec;
+    if (!req.work_dir.empty())
+      std::filesystem::current_path(req.work_dir, ec);
     bb::runner_reply reply;
     reply.kind = "result";
-    reply.result = bb::runner::evaluate_job(req.job, opts);
+    reply.result = bb::runner::evaluate_job(req.job, opts, [&](const std::string& step) {
+      bb::runner_reply note;
+      note.kind = "progress";
+      note.text = step;
+      send(fd, note);
+    });
+    std::filesystem::current_path(home, ec);
     std::cout.flush();
     std::cerr.flush();
     if (!send(fd, reply))
       return 3;
+    // A lost CUDA context or a kernel that replaced the timers: this process is spoiled.
+    auto& flags = reply.result.flags;
+    if (reply.result.outcome == "cuda_error"
+        || std::find(flags.begin(), flags.end(), "replaces_timer") != flags.end())
+      return 4;
   }
 }

@@ -1,8 +1,8 @@
 #include "runner/runner.hpp"
 
+#include <algorithm>
 #include <chrono>
-#include <functional>
-#include <sstream>
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -12,10 +12,12 @@
 #include "core/args.hpp"
 #include "core/ops.hpp"
 #include "runner/compare.hpp"
+#include "runner/honesty.hpp"
 #include "runner/inputs.hpp"
 #include "runner/kernel.hpp"
 #include "runner/native_kernel.hpp"
 #include "runner/python_kernel.hpp"
+#include "runner/timing.hpp"
 
 namespace bb::runner {
 
@@ -30,6 +32,22 @@ struct call_error {
   std::string traceback;
 };
 
+bool contains(const std::string& text, const char* what) {
+  return text.find(what) != std::string::npos;
+}
+
+// Errors that say the CUDA context is gone, and allocation failures, whatever raised them.
+std::string classify(const std::string& type, const std::string& message) {
+  if (contains(message, "CUDA error") || contains(message, "cudaError")
+      || contains(message, "illegal memory access") || contains(message, "device-side assert")
+      || contains(message, "CUDA driver error"))
+    return "cuda_error";
+  if (type == "OutOfMemoryError" || type == "MemoryError" || contains(message, "out of memory")
+      || contains(message, "not enough memory") || contains(message, "can't allocate memory"))
+    return "oom";
+  return type;
+}
+
 template <class F>
 std::optional<call_error> guarded(F&& f) {
   try {
@@ -38,49 +56,34 @@ std::optional<call_error> guarded(F&& f) {
   } catch (const c10::OutOfMemoryError& e) {
     return call_error{"oom", e.what_without_backtrace(), e.what()};
   } catch (const python_error& e) {
-    return call_error{e.type, e.what(), e.traceback};
+    return call_error{classify(e.type, e.what()), e.what(), e.traceback};
   } catch (const c10::Error& e) {
-    return call_error{"exception", e.what_without_backtrace(), e.what()};
+    return call_error{classify("exception", e.what_without_backtrace()), e.what_without_backtrace(),
+                      e.what()};
+  } catch (const std::bad_alloc& e) {
+    return call_error{"oom", e.what(), ""};
   } catch (const std::exception& e) {
-    return call_error{"exception", e.what(), ""};
+    return call_error{classify("exception", e.what()), e.what(), ""};
   }
-}
-
-// BackendBench's cpu_bench: warm-up calls, then the mean of timed calls, in milliseconds.
-// With a budget, warm-up stops after a quarter of it and timing after all of it (a large
-// input on a small CPU would otherwise take hours); at least one call each.
-double cpu_bench_ms(const std::function<void()>& fn, int64_t warmup, int64_t runs,
-                    double max_seconds) {
-  using seconds = std::chrono::duration<double>;
-  auto over = [&](clock::time_point since, double share) {
-    return max_seconds > 0 && seconds(clock::now() - since).count() > max_seconds * share;
-  };
-  auto warm_start = clock::now();
-  for (int64_t i = 0; i < warmup; ++i) {
-    fn();
-    if (over(warm_start, 0.25))
-      break;
-  }
-  auto start = clock::now();
-  int64_t done = 0;
-  while (done < runs) {
-    fn();
-    ++done;
-    if (over(start, 1.0))
-      break;
-  }
-  std::chrono::duration<double, std::milli> total = clock::now() - start;
-  return total.count() / static_cast<double>(done);
 }
 
 struct op_context {
   const eval_job& job;
   const options& opts;
+  const progress_fn& progress;
   c10::OperatorHandle op;
   at::Device device;
   const kernel& reference;
   const kernel& impl;
+  timer_options timer;
+  /// Honesty flags raised so far (each fails its input).
+  std::vector<std::string>& flags;
 };
+
+void raise_flag(const op_context& ctx, const std::string& flag) {
+  if (std::find(ctx.flags.begin(), ctx.flags.end(), flag) == ctx.flags.end())
+    ctx.flags.push_back(flag);
+}
 
 std::optional<built_call> build(const op_context& ctx, const std::string& text, call_error& err) {
   auto parsed = args::parse_call(text);
@@ -94,36 +97,56 @@ std::optional<built_call> build(const op_context& ctx, const std::string& text, 
                          input_seed(ctx.job.op_name, text), ctx.device);
       })) {
     err = *failure;
-    err.type = failure->message.rfind("unsupported", 0) == 0 ? "unsupported" : "reference_error";
+    if (err.type != "cuda_error")
+      err.type = failure->message.rfind("unsupported", 0) == 0 ? "unsupported" : "reference_error";
   }
   return out;
 }
 
-// Runs the reference and the kernel on fresh clones; fills `ref` and `res`.
-std::optional<call_error> run_both(const op_context& ctx, const built_call& call, c10::IValue& ref,
-                                   c10::IValue& res) {
+// Runs the reference and the kernel on fresh clones, then the honesty checks on the kernel's
+// call; fills `ref` and `res`.
+std::optional<call_error> run_both(const op_context& ctx, const built_call& call,
+                                   const std::string& step, c10::IValue& ref, c10::IValue& res) {
+  ctx.progress(step + ": reference");
   if (auto e = guarded([&] {
         auto in = prepare(call, ctx.op.schema(), &ctx.reference);
         ref = ctx.reference.call(in);
+        synchronize(ctx.opts.device);
       })) {
-    e->type = "reference_error";
+    if (e->type != "cuda_error")
+      e->type = "reference_error";
     return e;
   }
-  return guarded([&] {
-    auto in = prepare(call, ctx.op.schema(), &ctx.impl);
-    res = ctx.impl.call(in);
-  });
+  ctx.progress(step + ": kernel");
+  prepared_input in;
+  if (auto e = guarded([&] {
+        in = prepare(call, ctx.op.schema(), &ctx.impl);
+        res = ctx.impl.call(in);
+        synchronize(ctx.opts.device);
+      }))
+    return e;
+  if (auto what = changed_input(call, in, ctx.op.schema(), ctx.impl.takes_call_args()); !what.empty()) {
+    raise_flag(ctx, "mutates_input");
+    return call_error{"mutates_input", what, ""};
+  }
+  if (auto what = aliased_input(res, in, ctx.op.schema()); !what.empty()) {
+    raise_flag(ctx, "aliases_input");
+    return call_error{"aliases_input", what, ""};
+  }
+  return std::nullopt;
 }
 
-correctness_record check_input(const op_context& ctx, const std::string& text) {
+correctness_record check_input(const op_context& ctx, const std::string& text, size_t i, size_t n) {
   correctness_record rec;
   rec.op_name = ctx.job.op_name;
   rec.args = args::serialize_text(text);
+  auto step = "correctness input " + std::to_string(i + 1) + "/" + std::to_string(n);
+  ctx.progress(step + ": building inputs");
   call_error err;
   auto call = build(ctx, text, err);
   c10::IValue ref, res;
   if (call) {
-    if (auto e = run_both(ctx, *call, ref, res))
+    if (auto e = run_both(ctx, *call, step, ref, res))
       err = *e;
   }
   if (!err.type.empty()) {
@@ -143,11 +166,13 @@ correctness_record check_input(const op_context& ctx, const std::string& text) {
   return rec;
 }
 
-performance_record time_input(const op_context& ctx, const std::string& text) {
+performance_record time_input(const op_context& ctx, const std::string& text, size_t i, size_t n) {
   performance_record rec;
   rec.op_name = ctx.job.op_name;
   rec.args = args::serialize_text(text);
   rec.speedup = 1.0;
+  auto step = "performance input " + std::to_string(i + 1) + "/" + std::to_string(n);
+  ctx.progress(step + ": building inputs");
   call_error err;
   auto call = build(ctx, text, err);
   if (!call) {
@@ -157,15 +182,15 @@ performance_record time_input(const op_context& ctx, const std::string& text) {
   // As BackendBench: each side is timed on one set of inputs, reused call after call.
   auto timed = [&](const kernel& k) {
     auto in = prepare(*call, ctx.op.schema(), &k);
-    return cpu_bench_ms([&] { k.call(in); }, ctx.opts.cpu_warmup, ctx.opts.cpu_runs,
-                        ctx.opts.cpu_max_seconds);
+    return time_ms([&] { k.call(in); }, ctx.timer);
   };
+  ctx.progress(step + ": timing the reference");
   if (auto e = guarded([&] { rec.reference_time_ms = timed(ctx.reference); })) {
-    rec.error_msg = "reference_error: " + e->message;
+    rec.error_msg = (e->type == "cuda_error" ? "cuda_error: " : "reference_error: ") + e->message;
     return rec;
   }
   c10::IValue ref, res;
-  if (auto e = run_both(ctx, *call, ref, res)) {
+  if (auto e = run_both(ctx, *call, step, ref, res)) {
     rec.error_msg = e->type + ": " + e->message;
     return rec;
   }
@@ -174,6 +199,7 @@ performance_record time_input(const op_context& ctx, const std::string& text) {
     rec.error_msg = "incorrect: " + cmp.message;
     return rec;
   }
+  ctx.progress(step + ": timing the kernel");
   if (auto e = guarded([&] { rec.benchmark_time_ms = timed(ctx.impl); })) {
     rec.error_msg = e->type + ": " + e->message;
     return rec;
@@ -184,6 +210,8 @@ performance_record time_input(const op_context& ctx, const std::string& text) {
 }
 
 void fail_every_input(eval_result& r, const eval_job& job, const call_error& why) {
+  r.correctness.clear();
+  r.performance.clear();
   for (auto& text : job.correctness_inputs) {
     correctness_record c;
     c.op_name = job.op_name;
@@ -203,68 +231,19 @@ void fail_every_input(eval_result& r, const eval_job& job, const call_error& why
   }
 }
 
+bool any_cuda_error(const eval_result& r) {
+  for (auto& c : r.correctness)
+    if (c.error_type == "cuda_error")
+      return true;
+  for (auto& p : r.performance)
+    if (p.error_msg.rfind("cuda_error", 0) == 0)
+      return true;
+  return false;
+}
+
 } // namespace
 
-provenance describe(const options& opts) {
-  provenance p;
-  p.node = opts.node;
-  p.device = opts.device == "cpu" ? "cpu" : opts.device;
-  p.driver = "none";
-  p.torch_version = TORCH_VERSION;
-  return p;
-}
-
-std::string resolve_schema(const std::string& op_name) {
-  auto name = ops::to_schema_name(op_name);
-  auto handle = c10::Dispatcher::singleton().findSchema({name.name, name.overload});
-  if (!handle)
-    return "";
-  std::ostringstream out;
-  out << handle->schema();
-  return out.str();
-}
-
-std::string describe_input(const std::string& op_name, const std::string& call_text,
-                           const options& opts) {
-  auto name = ops::to_schema_name(op_name);
-  auto handle = c10::Dispatcher::singleton().findSchema({name.name, name.overload});
-  if (!handle)
-    return "unsupported op: " + op_name + " is not in torch " TORCH_VERSION "\n";
-  auto parsed = args::parse_call(call_text);
-  if (auto* e = std::get_if<args::parse_error>(&parsed))
-    return "cannot parse input: " + args::to_string(*e) + "\n";
-  std::ostringstream out;
-  try {
-    auto call = build_call(std::get<args::call>(parsed), handle->schema(),
-                           input_seed(op_name, call_text), at::Device(opts.device));
-    std::function<void(const c10::IValue&, const std::string&)> show =
-      [&](const c10::IValue& v, const std::string& where) {
-        if (v.isTensor()) {
-          auto t = v.toTensor();
-          out << where << ": sizes " << t.sizes() << " strides " << t.strides() << " "
-              << t.scalar_type() << " sum "
-              << (t.numel() ? t.to(at::kDouble).abs().sum().item<double>() : 0.0) << "\n";
-        } else if (v.isList()) {
-          auto list = v.toListRef();
-          for (size_t i = 0; i < list.size(); ++i)
-            show(list[i], where + "[" + std::to_string(i) + "]");
-        } else {
-          out << where << ": " << v << "\n";
-        }
-      };
-    for (size_t i = 0; i < call.args.size(); ++i)
-      show(call.args[i], "arg " + std::to_string(i));
-    for (auto& [k, v] : call.kwargs)
-      show(v, "kwarg " + k);
-  } catch (const c10::Error& e) {
-    out << "cannot build input: " << e.what_without_backtrace() << "\n";
-  } catch (const std::exception& e) {
-    out << "cannot build input: " << e.what() << "\n";
-  }
-  return out.str();
-}
-
-eval_result evaluate_job(const eval_job& job, const options& opts) {
+eval_result evaluate_job(const eval_job& job, const options& opts, const progress_fn& progress) {
   auto start = clock::now();
   eval_result r;
   r.job_id = job.job_id;
@@ -283,6 +262,13 @@ eval_result evaluate_job(const eval_job& job, const options& opts) {
   if (!handle)
     return finish("unsupported", "unsupported op: " + job.op_name + " is not in torch " TORCH_VERSION);
   c10::OperatorHandle op = *handle;
+  // As BackendBench: a kernel that works on a stream of its own is skipped, never timed.
+  if (job.kernel.kind != "aten" && uses_cuda_stream(job.kernel.source)) {
+    r.flags.push_back("uses_cuda_stream");
+    fail_every_input(r, job, {"uses_cuda_stream", "Skipped: uses CUDA stream", ""});
+    return finish("ok", "");
+  }
+  progress("loading the kernel");
   auto reference = make_aten_kernel(op);
   std::unique_ptr<kernel> impl;
   call_error load_failure;
@@ -300,12 +286,35 @@ eval_result evaluate_job(const eval_job& job, const options& opts) {
     fail_every_input(r, job, load_failure);
     return finish("exception", load_failure.type + ": " + load_failure.message);
   }
-  op_context ctx{job, opts, op, at::Device(opts.device == "cpu" ? "cpu" : "cuda"), *reference, *impl};
+  timer_options timer;
+  timer.device = opts.device;
+  timer.cpu_warmup = opts.cpu_warmup;
+  timer.cpu_runs = opts.cpu_runs;
+  timer.cpu_max_seconds = opts.cpu_max_seconds;
+  timer.gpu_warmup_ms = opts.gpu_warmup_ms;
+  timer.gpu_rep_ms = opts.gpu_rep_ms;
+  timer.flush_bytes = opts.flush_bytes;
+  op_context ctx{job,      opts,       progress, op,    at::Device(opts.device),
+                 *reference, *impl, timer,    r.flags};
   at::NoGradGuard no_grad;
-  for (auto& text : job.correctness_inputs)
-    r.correctness.push_back(check_input(ctx, text));
-  for (auto& text : job.performance_inputs)
-    r.performance.push_back(time_input(ctx, text));
+  auto n = job.correctness_inputs.size();
+  for (size_t i = 0; i < n; ++i)
+    r.correctness.push_back(check_input(ctx, job.correctness_inputs[i], i, n));
+  if (python_timers_tampered()) {
+    // The timer is C++ and out of reach, but such a kernel is not to be trusted.
+    r.flags.push_back("replaces_timer");
+    fail_every_input(r, job, {"replaces_timer", "the kernel replaced a timing function", ""});
+    return finish("ok", "");
+  }
+  auto m = job.performance_inputs.size();
+  for (size_t i = 0; i < m; ++i)
+    r.performance.push_back(time_input(ctx, job.performance_inputs[i], i, m));
+  if (python_timers_tampered()) {
+    r.flags.push_back("replaces_timer");
+    fail_every_input(r, job, {"replaces_timer", "the kernel replaced a timing function", ""});
+  }
+  if (any_cuda_error(r))
+    return finish("cuda_error", "the CUDA context was lost; the runner is replaced");
   return finish("ok", "");
 }
 

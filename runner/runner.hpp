@@ -4,6 +4,7 @@
 // and times. This header is torch-free; the implementation links libtorch.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "messages/records.hpp"
@@ -19,9 +20,17 @@ struct options {
   /// Budget of one cpu_bench measurement in seconds; past it, warm-up and timed calls stop
   /// early (at least one of each). 0: no budget, BackendBench's fixed counts.
   double cpu_max_seconds = 0.0;
+  /// do_bench's warm-up and repetition budgets (ms of estimated time) and flush buffer.
+  double gpu_warmup_ms = 25.0;
+  double gpu_rep_ms = 100.0;
+  int64_t flush_bytes = int64_t{256} << 20;
   double atol = 1e-2;
   double rtol = 1e-2;
 };
+
+/// Called before each step that runs kernel or reference code, naming it; the evaluator's
+/// per-call timeout restarts on each.
+using progress_fn = std::function<void(const std::string& step)>;
 
 /// Where this runner measures: node, device name, driver, torch version.
 provenance describe(const options& opts);
@@ -34,7 +43,11 @@ std::string resolve_schema(const std::string& op_name);
 std::string describe_input(const std::string& op_name, const std::string& call_text,
                            const options& opts);
 
+/// Allocates, computes and synchronizes on the runner's device: "" when that works, else why.
+std::string check_device(const options& opts);
+
 /// Evaluates every input of `job`; never throws (a failure becomes the job's outcome).
-eval_result evaluate_job(const eval_job& job, const options& opts);
+/// Outcome cuda_error means the CUDA context is lost: the runner must exit after replying.
+eval_result evaluate_job(const eval_job& job, const options& opts, const progress_fn& progress);
 
 } // namespace bb::runner

@@ -124,7 +124,7 @@ TEST_CASE("a runner that dies on its job: the sweep finishes with the job crashe
   REQUIRE(lines.size() == 1);
   CHECK(lines[0]["outcome"] == "crashed");
   CHECK(lines[0]["attempt"] == 2);
-  CHECK(lines[0]["detail"] == "runner killed by signal 9 (SIGKILL)");
+  CHECK(lines[0]["detail"].get<std::string>().rfind("runner killed by signal 9 (SIGKILL) during ", 0) == 0);
   auto failed = json::parse(bb::test::read_file(logs + "/failed_tests.json"));
   CHECK(failed.size() == 2);
 }
@@ -165,7 +165,7 @@ TEST_CASE("killing the runner from outside mid-job marks the job crashed", "[int
   auto lines = journal(logs + "/results.jsonl");
   REQUIRE(lines.size() == 1);
   CHECK(lines[0]["outcome"] == "crashed");
-  CHECK(lines[0]["detail"] == "runner killed by signal 9 (SIGKILL)");
+  CHECK(lines[0]["detail"].get<std::string>().rfind("runner killed by signal 9 (SIGKILL) during ", 0) == 0);
   CHECK(bb::test::read_file(dir / "stdout").find("correctness score (mean pass rate over all operators): 0.00") == 0);
 }
 
