@@ -65,6 +65,7 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
     [=](atom::finish) -> sweep_report {
       auto& st = self->state;
       auto s = score_results(st.results, st.cfg.p);
+      spdlog::info("reporter: {}", outcome_line(st.results));
       sweep_report report;
       report.scores_text = format_scores(s) + format_skipped(s);
       report.jobs = st.results.size();

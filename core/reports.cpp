@@ -120,7 +120,7 @@ std::string summary_csv(const std::map<std::string, op_rows>& by_op) {
 }
 
 std::string overall_summary(const std::string& command, const std::map<std::string, op_rows>& by_op,
-                            const scores& s) {
+                            const scores& s, const std::vector<eval_result>& results) {
   auto p = python_float(s.p);
   std::string out = "# BackendBench Run Summary\n\n## Command\n```bash\n" + command + "\n```\n\n";
   out += "## Results\n\n| Metric | Value |\n|--------|-------|\n";
@@ -163,6 +163,7 @@ std::string overall_summary(const std::string& command, const std::map<std::stri
   });
   for (auto& [op, c, sp] : rows)
     out += "| " + op + " | " + c + " | " + sp + "|\n";
+  out += "\n## Jobs\n\n" + outcome_line(results) + "\n";
   if (s.skipped > 0) {
     out += "\n## Skipped Operators\n\nNo input of these operators could run here; they are "
            "left out of the scores.\n\n| Operator | Reason |\n|----------|--------|\n";
@@ -179,6 +180,27 @@ std::string overall_summary(const std::string& command, const std::map<std::stri
 }
 
 } // namespace
+
+std::string outcome_line(const std::vector<eval_result>& results) {
+  std::map<std::string, size_t> outcomes;
+  std::map<std::string, size_t> flags;
+  uint64_t restarts = 0;
+  for (auto& r : results) {
+    ++outcomes[r.outcome];
+    for (auto& f : r.flags)
+      ++flags[f];
+    restarts += r.runner_restarts;
+  }
+  std::string out = std::to_string(results.size()) + " jobs:";
+  const char* sep = " ";
+  for (auto& [name, n] : outcomes) {
+    out += sep + name + " " + std::to_string(n);
+    sep = ", ";
+  }
+  for (auto& [name, n] : flags)
+    out += ", flagged " + name + " " + std::to_string(n);
+  return out + "; " + std::to_string(restarts) + " runner restarts";
+}
 
 std::string backendbench_op_name(const std::string& op_name) {
   return op_name.rfind("aten.", 0) == 0 ? op_name.substr(5) : op_name;
@@ -231,7 +253,7 @@ std::string write_reports(const std::string& dir, const std::string& command,
   for (auto err : {write_file(base / "full_results.json", dump(sorted_by_op_and_args(all))),
                    write_file(base / "failed_tests.json", dump(sorted_by_op_and_args(failed))),
                    write_file(base / "operator_summary.csv", summary_csv(by_op)),
-                   write_file(base / "OVERALL_SUMMARY.md", overall_summary(command, by_op, s))})
+                   write_file(base / "OVERALL_SUMMARY.md", overall_summary(command, by_op, s, results))})
     if (!err.empty())
       return err;
   return "";

@@ -16,6 +16,9 @@ namespace bb {
 std::string write_reports(const std::string& dir, const std::string& command,
                           const std::vector<eval_result>& results, const scores& s);
 
+/// "N jobs: ok 3, crashed 1, flagged mutates_input 1; 2 runner restarts".
+std::string outcome_line(const std::vector<eval_result>& results);
+
 /// An operator as BackendBench's reports name it (op.__name__): "relu.default".
 std::string backendbench_op_name(const std::string& op_name);
 

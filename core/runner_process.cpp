@@ -130,6 +130,7 @@ std::string runner_process::start(const runner_spec& spec, int timeout_ms) {
   ::close(log_fd);
   pid_ = pid;
   fd_ = sv[0];
+  setup_timeout_ms_ = timeout_ms;
   std::string frame;
   auto st = frames::read_frame(fd_, frame, timeout_ms);
   if (st != frames::read_status::ok) {
@@ -183,16 +184,17 @@ runner_process::call_outcome runner_process::evaluate(const eval_job& job, int c
   using clock = std::chrono::steady_clock;
   auto job_deadline = clock::now() + std::chrono::milliseconds(job_timeout_ms);
   std::string step = "starting the job";
+  int step_timeout_ms = call_timeout_ms;
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(job_deadline - clock::now());
-    bool job_bound = left.count() < call_timeout_ms;
-    int wait_ms = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count(), call_timeout_ms)));
+    bool job_bound = left.count() < step_timeout_ms;
+    int wait_ms = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count(), step_timeout_ms)));
     std::string frame;
     auto st = frames::read_frame(fd_, frame, wait_ms);
     if (st == frames::read_status::timeout) {
       out.why = outcome::timed_out;
       out.detail = (job_bound ? "the job ran past its timeout (" + seconds_text(job_timeout_ms)
-                              : "one call ran past the call timeout (" + seconds_text(call_timeout_ms))
+                              : "one call ran past the call timeout (" + seconds_text(step_timeout_ms))
                    + ") during " + step + "; runner " + terminate(1000);
       return out;
     }
@@ -205,6 +207,7 @@ runner_process::call_outcome runner_process::evaluate(const eval_job& job, int c
       auto reply = unpack<runner_reply>(frame);
       if (reply.kind == "progress") {
         step = reply.text;
+        step_timeout_ms = reply.setup ? std::max(call_timeout_ms, setup_timeout_ms_) : call_timeout_ms;
         continue;
       }
       out.ok = true;

@@ -91,6 +91,8 @@ private:
 
   pid_t pid_ = -1;
   int fd_ = -1;
+  /// Bound of setup steps (loading a kernel): the start timeout.
+  int setup_timeout_ms_ = 60000;
   provenance where_;
 };
 

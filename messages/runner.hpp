@@ -36,7 +36,10 @@ struct runner_reply {
   eval_result result;
   /// For "schemas": the schema of each requested op, in order; empty when this torch lacks it.
   std::vector<std::string> schemas;
-  MSGPACK_DEFINE_MAP(kind, protocol, text, where, result, schemas);
+  /// For "progress": the step sets the runner up (loading a kernel, starting Python) and is
+  /// bounded by the start timeout rather than the call timeout.
+  bool setup = false;
+  MSGPACK_DEFINE_MAP(kind, protocol, text, where, result, schemas, setup);
 };
 
 /// Packs any msgpack-defined value into a byte string.

@@ -104,10 +104,11 @@ int main(int argc, char** argv) {
       std::filesystem::current_path(req.work_dir, ec);
     bb::runner_reply reply;
     reply.kind = "result";
-    reply.result = bb::runner::evaluate_job(req.job, opts, [&](const std::string& step) {
+    reply.result = bb::runner::evaluate_job(req.job, opts, [&](const std::string& step, bool setup) {
       bb::runner_reply note;
       note.kind = "progress";
       note.text = step;
+      note.setup = setup;
       send(fd, note);
     });
     std::filesystem::current_path(home, ec);

@@ -107,7 +107,7 @@ std::optional<built_call> build(const op_context& ctx, const std::string& text, 
 // call; fills `ref` and `res`.
 std::optional<call_error> run_both(const op_context& ctx, const built_call& call,
                                    const std::string& step, c10::IValue& ref, c10::IValue& res) {
-  ctx.progress(step + ": reference");
+  ctx.progress(step + ": reference", false);
   if (auto e = guarded([&] {
         auto in = prepare(call, ctx.op.schema(), &ctx.reference);
         ref = ctx.reference.call(in);
@@ -117,7 +117,7 @@ std::optional<call_error> run_both(const op_context& ctx, const built_call& call
       e->type = "reference_error";
     return e;
   }
-  ctx.progress(step + ": kernel");
+  ctx.progress(step + ": kernel", false);
   prepared_input in;
   if (auto e = guarded([&] {
         in = prepare(call, ctx.op.schema(), &ctx.impl);
@@ -141,7 +141,7 @@ correctness_record check_input(const op_context& ctx, const std::string& text, s
   rec.op_name = ctx.job.op_name;
   rec.args = args::serialize_text(text);
   auto step = "correctness input " + std::to_string(i + 1) + "/" + std::to_string(n);
-  ctx.progress(step + ": building inputs");
+  ctx.progress(step + ": building inputs", false);
   call_error err;
   auto call = build(ctx, text, err);
   c10::IValue ref, res;
@@ -172,7 +172,7 @@ performance_record time_input(const op_context& ctx, const std::string& text, si
   rec.args = args::serialize_text(text);
   rec.speedup = 1.0;
   auto step = "performance input " + std::to_string(i + 1) + "/" + std::to_string(n);
-  ctx.progress(step + ": building inputs");
+  ctx.progress(step + ": building inputs", false);
   call_error err;
   auto call = build(ctx, text, err);
   if (!call) {
@@ -184,7 +184,7 @@ performance_record time_input(const op_context& ctx, const std::string& text, si
     auto in = prepare(*call, ctx.op.schema(), &k);
     return time_ms([&] { k.call(in); }, ctx.timer);
   };
-  ctx.progress(step + ": timing the reference");
+  ctx.progress(step + ": timing the reference", false);
   if (auto e = guarded([&] { rec.reference_time_ms = timed(ctx.reference); })) {
     rec.error_msg = (e->type == "cuda_error" ? "cuda_error: " : "reference_error: ") + e->message;
     return rec;
@@ -199,7 +199,7 @@ performance_record time_input(const op_context& ctx, const std::string& text, si
     rec.error_msg = "incorrect: " + cmp.message;
     return rec;
   }
-  ctx.progress(step + ": timing the kernel");
+  ctx.progress(step + ": timing the kernel", false);
   if (auto e = guarded([&] { rec.benchmark_time_ms = timed(ctx.impl); })) {
     rec.error_msg = e->type + ": " + e->message;
     return rec;
@@ -268,7 +268,7 @@ eval_result evaluate_job(const eval_job& job, const options& opts, const progres
     fail_every_input(r, job, {"uses_cuda_stream", "Skipped: uses CUDA stream", ""});
     return finish("ok", "");
   }
-  progress("loading the kernel");
+  progress("loading the kernel", true);
   auto reference = make_aten_kernel(op);
   std::unique_ptr<kernel> impl;
   call_error load_failure;

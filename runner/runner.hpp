@@ -29,8 +29,9 @@ struct options {
 };
 
 /// Called before each step that runs kernel or reference code, naming it; the evaluator's
-/// per-call timeout restarts on each.
-using progress_fn = std::function<void(const std::string& step)>;
+/// per-call timeout restarts on each. `setup` marks a step that sets the runner up (loading a
+/// kernel, starting Python), bounded by the start timeout instead.
+using progress_fn = std::function<void(const std::string& step, bool setup)>;
 
 /// Where this runner measures: node, device name, driver, torch version.
 provenance describe(const options& opts);

@@ -144,7 +144,7 @@ TEST_CASE("evaluate_job runs the aten smoke job with cpu_bench timing", "[core]"
   options opts;
   opts.cpu_warmup = 1;
   opts.cpu_runs = 3;
-  auto r = evaluate_job(job, opts, [](const std::string&) {});
+  auto r = evaluate_job(job, opts, [](const std::string&, bool) {});
   CHECK(r.outcome == "ok");
   REQUIRE(r.correctness.size() == 1);
   CHECK(r.correctness[0].is_correct);
@@ -155,7 +155,7 @@ TEST_CASE("evaluate_job runs the aten smoke job with cpu_bench timing", "[core]"
   CHECK(r.where.torch_version.rfind("2.", 0) == 0);
 
   job.op_name = "aten.no_such_op.default";
-  auto missing = evaluate_job(job, opts, [](const std::string&) {});
+  auto missing = evaluate_job(job, opts, [](const std::string&, bool) {});
   CHECK(missing.outcome == "unsupported");
   CHECK(missing.detail.find("unsupported op") == 0);
 }
@@ -165,7 +165,7 @@ TEST_CASE("an input the reference rejects is a reference_error, not a crash", "[
   job.op_name = "aten.mm.default";
   job.kernel = {"aten", "", "", "aten"};
   job.correctness_inputs = {"((T([2, 3], f32), T([4, 5], f32),), {})"};
-  auto r = evaluate_job(job, options{}, [](const std::string&) {});
+  auto r = evaluate_job(job, options{}, [](const std::string&, bool) {});
   REQUIRE(r.correctness.size() == 1);
   CHECK_FALSE(r.correctness[0].is_correct);
   CHECK(r.correctness[0].error_type == "reference_error");
