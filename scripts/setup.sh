@@ -8,6 +8,8 @@
 #                               use an existing Python that already has torch (GPU clusters)
 #   BBCLUSTER_HOME              where the project environment lives (default ~/.cache/bbcluster)
 #   BBCLUSTER_TORCH_VERSION     torch version installed into the environment (default 2.11.0)
+#   BBCLUSTER_SKIP_PACKAGES=1   do not install Debian packages (they are there some other way)
+#   BBCLUSTER_CMAKE_ARGS        more arguments for cmake, e.g. -DTORCH_CUDA_ARCH_LIST=9.0
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,6 +27,7 @@ debian_packages=(
 )
 
 install_debian_packages() {
+  [ "${BBCLUSTER_SKIP_PACKAGES:-0}" = 1 ] && { log "not installing packages (BBCLUSTER_SKIP_PACKAGES=1)"; return; }
   command -v dpkg-query >/dev/null || { log "not a Debian system: install the packages by hand: ${debian_packages[*]}"; return; }
   local missing=()
   for p in "${debian_packages[@]}"; do
@@ -62,7 +65,8 @@ python=$(python_with_torch)
 log "python: $python ($("$python" -c 'import torch; print("torch", torch.__version__)'))"
 
 if [ "${1:-}" != "--no-build" ]; then
+  # shellcheck disable=SC2086
   cmake -S "$here" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DBBCLUSTER_PYTHON="$python" >&2
+    -DBBCLUSTER_PYTHON="$python" ${BBCLUSTER_CMAKE_ARGS:-} >&2
   cmake --build "$build_dir" -j "$(nproc)" >&2
 fi
