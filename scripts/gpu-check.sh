@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# On a machine with a GPU and a Python that has torch (a GPU cluster node): builds bbcluster
+# against that Python's libtorch and runs what needs the GPU: the [gpu] tests, the timing
+# fidelity and compile benchmarks, and a short torchbench sweep on one GPU. Everything it
+# prints also goes to files in OUT_DIR.
+#
+#   scripts/gpu-check.sh OUT_DIR [TRACES_DIR]
+#
+# BBCLUSTER_PYTHON picks the Python (default: python3 on PATH); TRACES_DIR holds the operator
+# traces (default: the shared data beside the checkout).
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out=$(mkdir -p "${1:?usage: gpu-check.sh OUT_DIR [TRACES_DIR]}" && cd "$1" && pwd)
+traces=${2:-$here/../shared/data/traces}
+export BBCLUSTER_SKIP_PACKAGES=1
+export BBCLUSTER_PYTHON=${BBCLUSTER_PYTHON:-$(command -v python3)}
+export BBCLUSTER_BUILD_DIR=${BBCLUSTER_BUILD_DIR:-$here/build-gpu}
+export BBCLUSTER_CMAKE_ARGS="-DTORCH_CUDA_ARCH_LIST=9.0 -DBBCLUSTER_SHARED_DIR=$(dirname "$(dirname "$traces")") ${BBCLUSTER_CMAKE_ARGS:-}"
+build=$BBCLUSTER_BUILD_DIR
+step() { echo "== $1 ($(date +%T))" | tee -a "$out/steps.txt"; }
+
+step "build"
+nvidia-smi > "$out/nvidia-smi.txt" 2>&1
+start=$(date +%s)
+"$here/scripts/setup.sh" > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
+echo "build took $(( $(date +%s) - start )) s" | tee -a "$out/steps.txt"
+
+step "[gpu] tests"
+timeout 300 "$build/tests/bb_actor_tests" "[gpu]" 2>&1 | tee "$out/gpu_actor_tests.txt" | tail -15
+timeout 300 "$build/tests/bb_integration_tests" "[gpu]" 2>&1 | tee "$out/gpu_integration_tests.txt" | tail -15
+
+step "timing fidelity"
+timeout 240 "$build/bench/bench_timing" "$traces/hf_train" 2 2>&1 | tee "$out/bench_timing.txt" | tail -30
+
+step "compile benchmark"
+timeout 200 "$build/bench/bench_compile" sm_90 2>&1 | tee "$out/bench_compile.txt"
+
+step "one-GPU sweep (aten, hf_train, topn 1)"
+nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 200 > "$out/gpu_util.txt" 2>&1 &
+sampler=$!
+start=$(date +%s.%N)
+timeout 240 "$build/bin/bbcluster" --suite torchbench --data "$traces/hf_train" --topn 1 \
+  --log-dir "$out/sweep" > "$out/sweep.txt" 2> "$out/sweep.err"
+end=$(date +%s.%N)
+kill $sampler 2>/dev/null
+awk -v a="$start" -v b="$end" 'BEGIN { printf "sweep wall time: %.1f s\n", b - a }' | tee -a "$out/sweep.txt"
+awk '{ s += $1; n += 1; if ($1 > 0) busy += 1 } END { if (n) printf "GPU busy share: %.1f%% of %d samples, mean utilization %.1f%%\n", 100 * busy / n, n, s / n }' \
+  "$out/gpu_util.txt" | tee -a "$out/sweep.txt"
+cat "$out/sweep.txt"
+step "done"
