@@ -22,8 +22,9 @@ void settle(coordinator_pointer self, eval_result result);
 
 void finish_if_done(coordinator_pointer self) {
   auto& st = self->state;
-  if (!st.table.all_done())
+  if (!st.table.all_done() || st.finished)
     return;
+  st.finished = true;
   self->request(st.reporter, caf::infinite, atom::finish_v)
     .then([=](sweep_report& report) { self->state.promise.deliver(std::move(report)); },
           [=](caf::error& err) { self->state.promise.deliver(err); });
@@ -40,6 +41,7 @@ void settle(coordinator_pointer self, eval_result result) {
     case job_table::verdict::retry:
       spdlog::warn("coordinator: job {} ({}) attempt {} {}; retrying", result.job_id,
                    result.op_name, result.attempt, result.outcome);
+      self->send(st.reporter, atom::requeue_v, std::move(result));
       return;
     case job_table::verdict::terminal:
       self->send(st.reporter, atom::result_v, std::move(result));
@@ -201,6 +203,17 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, coordinat
       }
       start(self);
       return st.promise;
+    },
+    [=](atom::join, std::vector<evaluator_actor>& fresh) {
+      auto& st = self->state;
+      spdlog::info("coordinator: {} evaluators joined", fresh.size());
+      for (auto& e : fresh) {
+        self->monitor(e);
+        st.idle.push_back(e);
+        ++st.evaluators_alive;
+      }
+      if (st.started)
+        dispatch(self);
     },
   };
 }

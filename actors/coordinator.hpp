@@ -40,6 +40,8 @@ struct coordinator_state {
   std::map<caf::actor_addr, eval_job> busy;
   size_t evaluators_alive = 0;
   bool started = false;
+  /// The reports were asked for: later events change nothing.
+  bool finished = false;
   caf::typed_response_promise<sweep_report> promise;
 };
 

@@ -1,5 +1,6 @@
 #include "actors/evaluator.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <utility>
 
@@ -46,7 +47,7 @@ runner_spec spec_of(const evaluator_config& cfg) {
 // Starts a runner if none runs; a runner started after a fault must pass the device check
 // first. Returns an empty string, or why no working runner could be had.
 std::string ensure_runner(evaluator_state& st) {
-  if (st.runner.running())
+  if (st.runner.alive())
     return "";
   bool after_fault = st.jobs > 0;
   std::string why;
@@ -111,8 +112,11 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
       auto result = call.ok ? std::move(call.result) : failed_result(job, call.why, call.detail);
       result.runner_restarts = std::exchange(st.unreported_restarts, 0);
       if (call.ok) {
-        // A runner that lost its CUDA context exits after its result: start afresh.
-        if (result.outcome == "cuda_error")
+        // A runner that lost its CUDA context, or whose Python a kernel spoiled, exits after
+        // its result: the next job gets a fresh one.
+        auto& flags = result.flags;
+        if (result.outcome == "cuda_error"
+            || std::find(flags.begin(), flags.end(), "replaces_timer") != flags.end())
           st.runner.stop();
         return result;
       }

@@ -62,6 +62,11 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
                    st.cfg.expected_jobs, r.op_name, r.attempt, summarize(r));
       st.results.push_back(std::move(r));
     },
+    [=](atom::requeue, const eval_result& r) {
+      auto& st = self->state;
+      if (st.journal.is_open() && !st.journal.append(r, "job_requeued"))
+        spdlog::error("reporter: cannot append to {}/results.jsonl", st.cfg.log_dir);
+    },
     [=](atom::finish) -> sweep_report {
       auto& st = self->state;
       auto s = score_results(st.results, st.cfg.p);

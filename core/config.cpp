@@ -82,6 +82,9 @@ caf::error load_settings(const std::string& path, settings& out) {
     {"timing.cpu_runs", {bind(s.cpu_runs), "an integer"}},
     {"timing.cpu_max_seconds", {bind(s.cpu_max_seconds), "a number"}},
     {"compile.cache_dir", {bind(s.compile_cache_dir), "a string"}},
+    {"nodes.port", {bind(s.node_port), "an integer"}},
+    {"nodes.heartbeat_s", {bind(s.heartbeat_s), "a number"}},
+    {"nodes.silence_s", {bind(s.node_silence_s), "a number"}},
     {"compile.workers", {bind(s.compile_workers), "an integer"}},
     {"compile.timeout_s", {bind(s.compile_timeout_s), "a number"}},
     {"compile.cuda_arch", {bind(s.cuda_arch), "a string"}},
@@ -169,6 +172,8 @@ caf::error validate(const settings& s) {
     return bad("timing.cpu_warmup must be >= 0 and timing.cpu_runs >= 1");
   if (s.compile_workers < 0 || s.compile_timeout_s <= 0)
     return bad("compile.workers must be >= 0 and compile.timeout_s positive");
+  if (s.node_port < 1 || s.node_port > 65535 || s.heartbeat_s <= 0 || s.node_silence_s <= s.heartbeat_s)
+    return bad("nodes.port must be 1..65535, nodes.heartbeat_s positive and nodes.silence_s above it");
   if (s.cpu_max_seconds < 0)
     return bad("timing.cpu_max_seconds must be >= 0");
   static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};

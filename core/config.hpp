@@ -35,6 +35,10 @@ struct settings {
   double compile_timeout_s = 600.0;
   std::string cuda_arch = "native";
   bool precompiled_header = true;
+  // [nodes]
+  int64_t node_port = 5555;       ///< port of a hostfile host without one
+  double heartbeat_s = 1.0;       ///< heartbeat period, both ways
+  double node_silence_s = 10.0;   ///< a node silent this long is lost; its jobs are requeued
   // [log]
   std::string log_level = "info";
 };

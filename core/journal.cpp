@@ -93,9 +93,9 @@ void from_json(const nlohmann::json& j, eval_result& x) {
     j.at("runner_restarts").get_to(x.runner_restarts);
 }
 
-std::string journal_line(const eval_result& r) {
+std::string journal_line(const eval_result& r, const std::string& event) {
   nlohmann::json j = r;
-  j["event"] = "job_finished";
+  j["event"] = event;
   // Replace invalid UTF-8 (kernel output in messages) instead of throwing.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -114,10 +114,10 @@ bool journal_writer::open(const std::string& path) {
   return file_ != nullptr;
 }
 
-bool journal_writer::append(const eval_result& r) {
+bool journal_writer::append(const eval_result& r, const std::string& event) {
   if (!file_)
     return false;
-  auto line = journal_line(r);
+  auto line = journal_line(r, event);
   line += '\n';
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size())
     return false;

@@ -32,8 +32,9 @@ public:
   /// Opens `path` for appending; false (and errno set) on failure.
   bool open(const std::string& path);
 
-  /// Writes one "job_finished" line for `r`; false on a write error.
-  bool append(const eval_result& r);
+  /// Writes one line for `r`: event "job_finished" (terminal) or "job_requeued" (an attempt
+  /// that ended in a runner or node fault and goes back to the queue); false on a write error.
+  bool append(const eval_result& r, const std::string& event = "job_finished");
 
   bool is_open() const {
     return file_ != nullptr;
@@ -44,7 +45,7 @@ private:
 };
 
 /// One journal line as JSON text (no newline).
-std::string journal_line(const eval_result& r);
+std::string journal_line(const eval_result& r, const std::string& event = "job_finished");
 
 /// Parses a journal line back into a result; throws nlohmann::json::exception on bad input.
 eval_result parse_journal_line(const std::string& line);

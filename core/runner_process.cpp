@@ -273,6 +273,20 @@ std::optional<std::vector<std::string>> runner_process::resolve(const std::vecto
   }
 }
 
+bool runner_process::alive() {
+  if (!running())
+    return false;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    ::kill(-pid_, SIGKILL);
+    ::close(fd_);
+    fd_ = -1;
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
 void runner_process::stop() {
   if (!running())
     return;

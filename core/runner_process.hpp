@@ -72,6 +72,10 @@ public:
     return pid_ > 0;
   }
 
+  /// Whether the runner still runs: one that exited since its last job (as a runner does
+  /// after losing its CUDA context) is reaped here.
+  bool alive();
+
   pid_t pid() const {
     return pid_;
   }

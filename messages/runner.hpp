@@ -42,20 +42,4 @@ struct runner_reply {
   MSGPACK_DEFINE_MAP(kind, protocol, text, where, result, schemas, setup);
 };
 
-/// Packs any msgpack-defined value into a byte string.
-template <class T>
-std::string pack(const T& x) {
-  msgpack::sbuffer buf;
-  msgpack::pack(buf, x);
-  return std::string(buf.data(), buf.size());
-}
-
-/// Unpacks a byte string; throws msgpack exceptions on malformed input (callers at the
-/// process edge turn them into errors).
-template <class T>
-T unpack(const std::string& bytes) {
-  auto handle = msgpack::unpack(bytes.data(), bytes.size());
-  return handle.get().as<T>();
-}
-
 } // namespace bb

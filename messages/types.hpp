@@ -95,6 +95,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(bb, caf::first_custom_type_id)
   CAF_ADD_ATOM(bb, bb::atom, ping, "ping")
   CAF_ADD_ATOM(bb, bb::atom, pong, "pong")
   CAF_ADD_ATOM(bb, bb::atom, compile, "compile")
+  CAF_ADD_ATOM(bb, bb::atom, lost, "lost")
+  CAF_ADD_ATOM(bb, bb::atom, join, "join")
+  CAF_ADD_ATOM(bb, bb::atom, requeue, "requeue")
 CAF_END_TYPE_ID_BLOCK(bb)
 
 namespace bb {
@@ -120,12 +123,23 @@ using compile_pool_actor = caf::typed_actor<
 using reporter_actor = caf::typed_actor<
   // Record one terminal job result: journal line, progress.
   caf::reacts_to<atom::result, eval_result>,
+  // Record an attempt that failed as a whole and goes back to the queue: journal line.
+  caf::reacts_to<atom::requeue, eval_result>,
   // All jobs are terminal: write the reports and answer with the scores.
   caf::replies_to<atom::finish>::with<sweep_report>>;
+
+/// A REMOTE SLOT actor: one slot of a bbnode, an evaluator to the coordinator.
+using remote_slot_actor = evaluator_actor::extend<
+  // The node's result for the job in flight (from the link's thread).
+  caf::reacts_to<atom::result, eval_result>,
+  // The node is lost: fail the job in flight and quit.
+  caf::reacts_to<atom::lost, std::string>>;
 
 /// The COORDINATOR actor: splits a suite into jobs and drives each to a terminal state.
 using coordinator_actor = caf::typed_actor<
   // Run the sweep; answers when every job is terminal and the reports are written.
-  caf::replies_to<atom::run>::with<sweep_report>>;
+  caf::replies_to<atom::run>::with<sweep_report>,
+  // New evaluators (a node that joined or came back) take jobs from now on.
+  caf::reacts_to<atom::join, std::vector<evaluator_actor>>>;
 
 } // namespace bb

@@ -12,15 +12,15 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/aten_generator.hpp"
-#include "actors/compile_pool.hpp"
 #include "actors/coordinator.hpp"
 #include "actors/directory_generator.hpp"
-#include "actors/evaluator.hpp"
 #include "actors/reporter.hpp"
 #include "core/ops.hpp"
 #include "core/plan.hpp"
 #include "messages/errors.hpp"
 #include "nodes/cli.hpp"
+#include "nodes/cluster.hpp"
+#include "nodes/local_node.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"bbcluster: evaluates generated PyTorch operator kernels, BackendBench-compatible"};
@@ -77,9 +77,6 @@ int main(int argc, char** argv) {
     char tmpl[] = "/tmp/bbcluster-XXXXXX";
     scratch = mkdtemp(tmpl) ? tmpl : "/tmp";
   }
-  auto gpus = bb::count_gpus();
-  bool cuda = s.device == "cuda" || (s.device == "auto" && gpus > 0);
-  auto slots = s.devices > 0 ? static_cast<size_t>(s.devices) : std::max<size_t>(1, cuda ? gpus : 1);
 
   int rc = 0;
   {
@@ -89,42 +86,35 @@ int main(int argc, char** argv) {
     std::string command = "bbcluster";
     for (int i = 1; i < argc; ++i)
       command += std::string(" ") + argv[i];
+    // Evaluators: this process's own node, or the slots of the nodes of --nodes (which build
+    // their own kernels).
+    bb::local_node local;
+    bb::cluster nodes;
+    if (f.nodes.empty()) {
+      local = bb::spawn_local_node(sys, s, "local", scratch);
+    } else {
+      bb::cluster_request creq{f.nodes, f.launcher, f.config, scratch, s};
+      if (auto err = bb::open_cluster(sys, creq, nodes); !err.empty()) {
+        std::cerr << "bbcluster: " << err << "\n";
+        bb::close_cluster(nodes);
+        return 2;
+      }
+      local.evaluators = nodes.slots;
+    }
     auto reporter = sys.spawn(bb::reporter, bb::reporter_config{run_dir, command, s.p,
                                                                 plan.work.ops.size()});
     bb::generator_actor generator = f.backend == "directory"
                                       ? sys.spawn(bb::directory_generator, kernels)
                                       : sys.spawn(bb::aten_generator);
-    bb::compile_pool_config pcfg;
-    pcfg.build.tools = bb::default_toolchain();
-    pcfg.build.tools.cuda_arch = s.cuda_arch;
-    pcfg.build.tools.use_pch = s.precompiled_header;
-    pcfg.build.cache_dir = s.compile_cache_dir.empty() ? bb::default_cache_dir() : s.compile_cache_dir;
-    pcfg.build.log_dir = scratch + "/compile_logs";
-    pcfg.build.timeout_s = s.compile_timeout_s;
-    pcfg.build.has_cuda = cuda;
-    pcfg.workers = s.compile_workers > 0 ? static_cast<size_t>(s.compile_workers)
-                                         : bb::default_compile_workers(slots);
-    auto compiler = sys.spawn(bb::compile_pool, pcfg);
-    bb::evaluator_config ecfg;
-    ecfg.runner = s.runner.empty() ? bb::default_runner_path() : s.runner;
-    ecfg.device = cuda ? "cuda" : "cpu";
-    ecfg.log_dir = scratch + "/runner_logs";
-    ecfg.job_timeout_s = s.job_timeout_s;
-    ecfg.start_timeout_s = s.start_timeout_s;
-    ecfg.cpu_warmup = s.cpu_warmup;
-    ecfg.cpu_runs = s.cpu_runs;
-    ecfg.cpu_max_seconds = s.cpu_max_seconds;
-    ecfg.gpu_warmup_ms = s.gpu_warmup_ms;
-    ecfg.gpu_rep_ms = s.gpu_rep_ms;
-    ecfg.call_timeout_s = s.call_timeout_s;
-    ecfg.memory_limit_bytes = cuda ? 0 : bb::runner_memory_limit(s.memory_limit_gb, slots);
-    auto evaluators = bb::spawn_evaluators(sys, ecfg, slots);
     bb::coordinator_config ccfg;
     ccfg.work = plan.work;
     ccfg.max_attempts = static_cast<uint32_t>(s.max_attempts);
     ccfg.evaluate_timeout = std::chrono::duration_cast<caf::timespan>(
       std::chrono::duration<double>(s.start_timeout_s + 2 * s.job_timeout_s + 30));
-    auto coordinator = sys.spawn(bb::coordinator, ccfg, generator, evaluators, reporter, compiler);
+    auto coordinator = sys.spawn(bb::coordinator, ccfg, generator, local.evaluators, reporter,
+                                 local.compiler);
+    for (auto& link : nodes.links)
+      link->set_coordinator(coordinator);
 
     caf::scoped_actor self{sys};
     self->request(coordinator, caf::infinite, bb::atom::run_v)
@@ -141,10 +131,9 @@ int main(int argc, char** argv) {
           spdlog::error("bbcluster: sweep failed: {}", bb::describe(err));
           rc = 1;
         });
-    for (auto& e : evaluators)
-      self->send_exit(e, caf::exit_reason::user_shutdown);
     self->send_exit(coordinator, caf::exit_reason::user_shutdown);
-    self->send_exit(compiler, caf::exit_reason::user_shutdown);
+    bb::close_cluster(nodes);
+    bb::stop_local_node(sys, local);
     self->send_exit(generator, caf::exit_reason::user_shutdown);
     self->send_exit(reporter, caf::exit_reason::user_shutdown);
   }

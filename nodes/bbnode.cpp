@@ -1,9 +1,13 @@
-// bbnode: the node daemon hosting one evaluator per slot. This version runs the node's
-// self-check (--check): every slot starts its runner and evaluates the smoke suite's relu.
-// Serving jobs over the network comes with --listen in a later version.
+// bbnode: the node daemon hosting one evaluator per slot (one per GPU) and a compile pool.
+// --listen ENDPOINT serves coordinators over ZeroMQ until SIGTERM or SIGINT; --check has every
+// slot evaluate the smoke suite's relu and exits.
 
+#include <atomic>
+#include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <thread>
 #include <unistd.h>
 
 #include <caf/actor_system.hpp>
@@ -13,22 +17,67 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/evaluator.hpp"
+#include "actors/node_server.hpp"
 #include "core/config.hpp"
 #include "core/scoring.hpp"
 #include "core/suite.hpp"
 #include "messages/errors.hpp"
+#include "nodes/local_node.hpp"
+
+namespace {
+
+std::atomic<bool> stop_requested{false};
+
+extern "C" void on_stop_signal(int) {
+  stop_requested = true;
+}
+
+// --check: every slot evaluates relu once.
+int check_slots(caf::actor_system& sys, bb::local_node& node) {
+  auto smoke = bb::smoke_suite().ops.front();
+  caf::scoped_actor self{sys};
+  int failures = 0;
+  for (size_t slot = 0; slot < node.evaluators.size(); ++slot) {
+    bb::eval_job job;
+    job.job_id = slot + 1;
+    job.attempt = 1;
+    job.op_name = smoke.op_name;
+    job.kernel = {"aten", "", "", "aten", "", ""};
+    job.correctness_inputs = smoke.correctness;
+    self->request(node.evaluators[slot], std::chrono::seconds(120), bb::atom::evaluate_v, job)
+      .receive(
+        [&](bb::eval_result& r) {
+          auto score = bb::score_op(r.op_name, r.correctness, r.performance);
+          bool ok = r.outcome == "ok" && score.correct;
+          failures += ok ? 0 : 1;
+          std::cout << "slot " << slot << ": " << (ok ? "ok" : "FAILED") << " (" << r.where.device
+                    << ", torch " << r.where.torch_version << ")"
+                    << (ok ? "" : ": " + r.outcome + " " + r.detail) << "\n";
+        },
+        [&](caf::error& err) {
+          ++failures;
+          std::cout << "slot " << slot << ": FAILED: " << bb::describe(err) << "\n";
+        });
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+} // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"bbnode: hosts evaluators for bbcluster"};
-  std::string config, listen, log_dir;
+  std::string config, listen, log_dir, name, endpoint_file;
   int64_t devices = 0;
+  double silence_s = 30;
   bool check = false;
   app.add_flag("--check", check, "start every slot's runner, evaluate relu, report, exit");
-  app.add_option("--listen", listen, "endpoint to serve a coordinator on (later version)");
+  app.add_option("--listen", listen, "ZeroMQ endpoint to serve coordinators on, e.g. tcp://127.0.0.1:5555");
+  app.add_option("--name", name, "node name in reports (default: the host name)");
+  app.add_option("--endpoint-file", endpoint_file, "write the bound endpoint here once listening");
+  app.add_option("--coordinator-silence", silence_s, "seconds without a coordinator's word before it is forgotten");
   app.add_option("--config", config, "settings file (TOML)")->check(CLI::ExistingFile);
   app.add_option("--devices", devices, "evaluator slots")->check(CLI::PositiveNumber);
-  app.add_option("--log-dir", log_dir, "folder for runner logs (default: a temporary folder)");
+  app.add_option("--log-dir", log_dir, "folder for runner and compile logs (default: a temporary folder)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -37,10 +86,20 @@ int main(int argc, char** argv) {
     std::cerr << "bbnode: error: " << e.what() << " (see --help)\n";
     return 2;
   }
-  if (!check) {
-    std::cerr << "bbnode: serving a coordinator (--listen) is not available in this version; "
-                 "use --check\n";
-    return 3;
+  if (check && !listen.empty()) {
+    std::cerr << "bbnode: --check and --listen exclude each other\n";
+    return 2;
+  }
+  if (!check && listen.empty()) {
+    std::cerr << "bbnode: give --listen ENDPOINT (serve a coordinator) or --check\n";
+    return 2;
+  }
+  // A bbnode runs whatever code it is sent: an open port is remote code execution.
+  if (!listen.empty() && !bb::is_loopback_endpoint(listen)) {
+    std::cerr << "bbnode: refusing to listen on " << listen
+              << " without CURVE keys; this version serves loopback endpoints only "
+                 "(tcp://127.0.0.1:PORT)\n";
+    return 2;
   }
   bb::settings s;
   if (!config.empty())
@@ -57,52 +116,55 @@ int main(int argc, char** argv) {
     char tmpl[] = "/tmp/bbnode-XXXXXX";
     log_dir = mkdtemp(tmpl) ? tmpl : "/tmp";
   }
-  char host[256] = "local";
-  ::gethostname(host, sizeof(host) - 1);
+  if (name.empty()) {
+    char host[256] = "local";
+    ::gethostname(host, sizeof(host) - 1);
+    name = host;
+  }
 
-  int failures = 0;
+  int rc = 0;
   {
     caf::actor_system_config cfg;
     cfg.add_message_types<caf::id_block::bb>();
     caf::actor_system sys{cfg};
-    bb::evaluator_config ecfg;
-    ecfg.runner = s.runner.empty() ? bb::default_runner_path() : s.runner;
-    ecfg.node = host;
-    ecfg.log_dir = log_dir;
-    ecfg.start_timeout_s = s.start_timeout_s;
-    ecfg.job_timeout_s = s.job_timeout_s;
-    ecfg.cpu_warmup = 1;
-    ecfg.cpu_runs = 1;
-    auto evaluators = bb::spawn_evaluators(sys, ecfg, static_cast<size_t>(std::max<int64_t>(1, s.devices)));
-    auto smoke = bb::smoke_suite().ops.front();
-    caf::scoped_actor self{sys};
-    for (size_t slot = 0; slot < evaluators.size(); ++slot) {
-      bb::eval_job job;
-      job.job_id = slot + 1;
-      job.attempt = 1;
-      job.op_name = smoke.op_name;
-      job.kernel = {"aten", "", "", "aten"};
-      job.correctness_inputs = smoke.correctness;
-      self->request(evaluators[slot], std::chrono::seconds(120), bb::atom::evaluate_v, job)
-        .receive(
-          [&](bb::eval_result& r) {
-            auto score = bb::score_op(r.op_name, r.correctness, r.performance);
-            bool ok = r.outcome == "ok" && score.correct;
-            failures += ok ? 0 : 1;
-            std::cout << "slot " << slot << ": " << (ok ? "ok" : "FAILED") << " (" << r.where.device
-                      << ", torch " << r.where.torch_version << ")"
-                      << (ok ? "" : ": " + r.outcome + " " + r.detail) << "\n";
-          },
-          [&](caf::error& err) {
-            ++failures;
-            std::cout << "slot " << slot << ": FAILED: " << bb::describe(err) << "\n";
-          });
-      self->send_exit(evaluators[slot], caf::exit_reason::user_shutdown);
+    auto node = bb::spawn_local_node(sys, s, name, log_dir);
+    if (check) {
+      rc = check_slots(sys, node);
+    } else {
+      std::signal(SIGTERM, on_stop_signal);
+      std::signal(SIGINT, on_stop_signal);
+      bb::node_server_config ncfg;
+      ncfg.endpoint = listen;
+      ncfg.info = node.info;
+      ncfg.coordinator_silence_s = silence_s;
+      ncfg.evaluate_timeout_s = s.start_timeout_s + 2 * s.job_timeout_s + 30;
+      // Tell whoever started us where we listen, once bound.
+      ncfg.on_bound = [&](const std::string& endpoint) {
+        std::cout << "bbnode: listening on " << endpoint << std::endl;
+        if (!endpoint_file.empty()) {
+          std::ofstream(endpoint_file + ".tmp") << endpoint << "\n";
+          std::filesystem::rename(endpoint_file + ".tmp", endpoint_file);
+        }
+      };
+      bb::node_server server(sys, ncfg, node.evaluators, node.compiler);
+      std::thread watcher([&] {
+        while (!stop_requested)
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        server.stop();
+      });
+      auto err = server.run();
+      stop_requested = true;
+      watcher.join();
+      if (!err.empty()) {
+        std::cerr << "bbnode: " << err << "\n";
+        rc = 1;
+      }
     }
+    bb::stop_local_node(sys, node);
   }
   if (temporary) {
     std::error_code ec;
     std::filesystem::remove_all(log_dir, ec);
   }
-  return failures == 0 ? 0 : 1;
+  return rc;
 }

@@ -32,6 +32,8 @@ void add_flags(CLI::App& app, flags& f) {
                               CLI::ignore_case));
   app.add_option("--data", f.data, "torchbench inputs: trace file, folder of traces, or .jsonl");
   app.add_option("--nodes", f.nodes, "hosts.txt (DeepSpeed hostfile format)");
+  app.add_option("--launcher", f.launcher, "how --nodes are started: none (already running) or local")
+    ->check(CLI::IsMember({"none", "local", "ssh", "slurm"}));
   app.add_option("--config", f.config, "settings file (TOML), see configs/default.toml")
     ->check(CLI::ExistingFile);
   app.add_option("--resume", f.resume, "run folder of an interrupted sweep");
@@ -43,8 +45,8 @@ void add_flags(CLI::App& app, flags& f) {
 std::string unavailable(const flags& f) {
   if (f.backend == "llm" || f.backend == "kernel_agent")
     return "--backend " + f.backend + " is not available in this version (aten, directory)";
-  if (!f.nodes.empty())
-    return "--nodes is not available in this version (sweeps run on the local node)";
+  if (f.launcher == "ssh" || f.launcher == "slurm")
+    return "--launcher " + f.launcher + " is not available in this version (none, local)";
   if (!f.resume.empty())
     return "--resume is not available in this version";
   return "";

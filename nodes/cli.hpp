@@ -19,7 +19,7 @@ namespace bb::cli {
 
 struct flags {
   std::string suite = "smoke", backend = "aten", ops, llm_model, ops_directory, log_dir;
-  std::string data, nodes, config, resume, log_level;
+  std::string data, nodes, config, resume, log_level, launcher = "none";
   int64_t topn = 0, llm_attempts = 5, ka_workers = 4, ka_max_rounds = 10, devices = 0;
   double p = 1.0;
   bool disable_output_logs = false;

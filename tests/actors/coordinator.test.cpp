@@ -20,12 +20,14 @@ namespace {
 struct trace {
   std::map<std::string, int> evaluated;
   std::vector<eval_result> reported;
+  std::vector<eval_result> requeued;
   bool finished = false;
 };
 
 reporter_actor::behavior_type mock_reporter(reporter_actor::pointer, std::shared_ptr<trace> t) {
   return {
     [t](atom::result, eval_result& r) { t->reported.push_back(std::move(r)); },
+    [t](atom::requeue, eval_result& r) { t->requeued.push_back(std::move(r)); },
     [t](atom::finish) {
       t->finished = true;
       sweep_report rep;

@@ -22,8 +22,8 @@ TEST_CASE("jobs wait for their artefact, then run in order", "[core]") {
   auto a = t.add({"aten.a.default", {"x"}, {"y"}});
   auto b = t.add({"aten.b.default", {}, {}});
   CHECK_FALSE(t.next());
-  t.set_artefact(b, {"aten", "", "", "aten"});
-  t.set_artefact(a, {"aten", "", "", "aten"});
+  t.set_artefact(b, {"aten", "", "", "aten", "", ""});
+  t.set_artefact(a, {"aten", "", "", "aten", "", ""});
   auto first = t.next();
   REQUIRE(first);
   CHECK(first->job_id == b);
@@ -39,7 +39,7 @@ TEST_CASE("jobs wait for their artefact, then run in order", "[core]") {
 TEST_CASE("a runner fault is retried until the attempt bound, keeping the count", "[core]") {
   job_table t(2);
   auto id = t.add({"aten.a.default", {}, {}});
-  t.set_artefact(id, {"aten", "", "", "aten"});
+  t.set_artefact(id, {"aten", "", "", "aten", "", ""});
   auto j1 = *t.next();
   CHECK(t.finish(ended(j1, "crashed")) == job_table::verdict::retry);
   CHECK(t.state_of(id) == job_table::state::queued);
@@ -52,7 +52,7 @@ TEST_CASE("a runner fault is retried until the attempt bound, keeping the count"
 TEST_CASE("kernel verdicts are terminal at once and stale results change nothing", "[core]") {
   job_table t(3);
   auto id = t.add({"aten.a.default", {}, {}});
-  t.set_artefact(id, {"aten", "", "", "aten"});
+  t.set_artefact(id, {"aten", "", "", "aten", "", ""});
   auto j = *t.next();
   auto late = ended(j, "crashed");
   CHECK(t.finish(ended(j, "ok")) == job_table::verdict::terminal);
@@ -67,7 +67,7 @@ TEST_CASE("abandon ends queued and waiting jobs exactly once", "[core]") {
   job_table t(2);
   auto a = t.add({"aten.a.default", {}, {}});
   auto b = t.add({"aten.b.default", {}, {}});
-  t.set_artefact(a, {"aten", "", "", "aten"});
+  t.set_artefact(a, {"aten", "", "", "aten", "", ""});
   CHECK(t.unfinished() == std::vector<uint64_t>{a, b});
   t.abandon(a);
   t.abandon(b);

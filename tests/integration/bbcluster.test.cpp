@@ -36,11 +36,15 @@ run_result run(const bb::test::temp_dir& dir, const std::string& command) {
   return r;
 }
 
-std::vector<json> journal(const std::string& path) {
+// The journal's lines of one event ("job_finished": the terminal ones).
+std::vector<json> journal(const std::string& path, const std::string& event = "job_finished") {
   std::vector<json> out;
   std::istringstream in(bb::test::read_file(path));
-  for (std::string line; std::getline(in, line);)
-    out.push_back(json::parse(line));
+  for (std::string line; std::getline(in, line);) {
+    auto j = json::parse(line);
+    if (j["event"] == event)
+      out.push_back(j);
+  }
   return out;
 }
 
@@ -124,6 +128,10 @@ TEST_CASE("a runner that dies on its job: the sweep finishes with the job crashe
   REQUIRE(lines.size() == 1);
   CHECK(lines[0]["outcome"] == "crashed");
   CHECK(lines[0]["attempt"] == 2);
+  auto requeued = journal(logs + "/results.jsonl", "job_requeued");
+  REQUIRE(requeued.size() == 1);
+  CHECK(requeued[0]["attempt"] == 1);
+  CHECK(requeued[0]["outcome"] == "crashed");
   CHECK(lines[0]["detail"].get<std::string>().rfind("runner killed by signal 9 (SIGKILL) during ", 0) == 0);
   auto failed = json::parse(bb::test::read_file(logs + "/failed_tests.json"));
   CHECK(failed.size() == 2);
@@ -189,7 +197,7 @@ TEST_CASE("bad command lines exit 2 with a one-line reason", "[integration]") {
 
 TEST_CASE("features of later versions refuse instead of being ignored", "[integration]") {
   bb::test::temp_dir dir;
-  for (auto flags : {"--backend llm", "--nodes hosts.txt", "--resume somewhere"}) {
+  for (auto flags : {"--backend llm", "--nodes hosts.txt --launcher slurm", "--resume somewhere"}) {
     auto r = run(dir, bbcluster + " " + flags);
     INFO(flags);
     CHECK(r.status == 3);

@@ -138,7 +138,7 @@ TEST_CASE("evaluate_job runs the aten smoke job with cpu_bench timing", "[core]"
   job.job_id = 1;
   job.attempt = 1;
   job.op_name = "aten.relu.default";
-  job.kernel = {"aten", "", "", "aten"};
+  job.kernel = {"aten", "", "", "aten", "", ""};
   job.correctness_inputs = {"((T([2], f32),), {})"};
   job.performance_inputs = {"((T([64, 64], f32),), {})"};
   options opts;
@@ -163,7 +163,7 @@ TEST_CASE("evaluate_job runs the aten smoke job with cpu_bench timing", "[core]"
 TEST_CASE("an input the reference rejects is a reference_error, not a crash", "[core]") {
   eval_job job;
   job.op_name = "aten.mm.default";
-  job.kernel = {"aten", "", "", "aten"};
+  job.kernel = {"aten", "", "", "aten", "", ""};
   job.correctness_inputs = {"((T([2, 3], f32), T([4, 5], f32),), {})"};
   auto r = evaluate_job(job, options{}, [](const std::string&, bool) {});
   REQUIRE(r.correctness.size() == 1);

@@ -1,0 +1,208 @@
+#include "actors/node_server.hpp"
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <mutex>
+
+#include <caf/event_based_actor.hpp>
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "core/results.hpp"
+#include "messages/errors.hpp"
+
+namespace bb {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+constexpr const char* wake_endpoint = "inproc://bbnode-finished";
+
+// Results finished by actors, waiting for the server thread to send them. Actors may finish
+// after the server stopped: then the queue is closed and they drop their results.
+struct finished_queue {
+  struct item {
+    std::string coordinator;
+    eval_result result;
+  };
+  std::mutex m;
+  std::deque<item> items;
+  zmq::context_t* ctx = nullptr;
+
+  void push(std::string coordinator, eval_result r) {
+    std::lock_guard<std::mutex> guard(m);
+    if (!ctx)
+      return;
+    items.push_back({std::move(coordinator), std::move(r)});
+    // Wake the server thread: a one-byte message on an inproc socket it polls.
+    zmq::socket_t wake(*ctx, zmq::socket_type::push);
+    wake.set(zmq::sockopt::linger, 100);
+    wake.connect(wake_endpoint);
+    wake.send(zmq::str_buffer("!"), zmq::send_flags::dontwait);
+  }
+
+  std::deque<item> take() {
+    std::lock_guard<std::mutex> guard(m);
+    return std::exchange(items, {});
+  }
+
+  void close() {
+    std::lock_guard<std::mutex> guard(m);
+    ctx = nullptr;
+  }
+};
+
+void send(zmq::socket_t& router, const std::string& to, const wire_message& msg) {
+  router.send(zmq::buffer(to), zmq::send_flags::sndmore);
+  auto bytes = pack(msg);
+  router.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+}
+
+wire_message reply(std::string kind) {
+  wire_message m;
+  m.kind = std::move(kind);
+  return m;
+}
+
+} // namespace
+
+node_server::node_server(caf::actor_system& sys, node_server_config cfg,
+                         std::vector<evaluator_actor> slots, compile_pool_actor compiler)
+  : sys_(sys), cfg_(std::move(cfg)), slots_(std::move(slots)), compiler_(std::move(compiler)) {
+}
+
+std::string node_server::run() {
+  zmq::context_t ctx;
+  zmq::socket_t router(ctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  try {
+    router.bind(cfg_.endpoint);
+  } catch (const zmq::error_t& e) {
+    return "cannot listen on " + cfg_.endpoint + ": " + e.what();
+  }
+  auto bound = router.get(zmq::sockopt::last_endpoint);
+  if (cfg_.on_bound)
+    cfg_.on_bound(bound);
+  zmq::socket_t wake(ctx, zmq::socket_type::pull);
+  wake.bind(wake_endpoint);
+  auto done = std::make_shared<finished_queue>();
+  done->ctx = &ctx;
+  std::string coordinator;
+  auto last_heard = clock::now();
+  auto evaluate_timeout = std::chrono::duration_cast<caf::timespan>(
+    std::chrono::duration<double>(cfg_.evaluate_timeout_s));
+  spdlog::info("node_server: {} serving {} slots on {}", cfg_.info.name, slots_.size(), bound);
+
+  // Runs one job on its slot (building a native kernel first) in a short-lived actor.
+  auto dispatch = [&](const std::string& from, uint32_t slot, eval_job job) {
+    auto evaluator = slots_[slot];
+    auto compiler = compiler_;
+    sys_.spawn([=](caf::event_based_actor* self) mutable {
+      auto evaluate = [=](eval_job j) {
+        self->request(evaluator, evaluate_timeout, atom::evaluate_v, j)
+          .then([=](eval_result& r) { done->push(from, std::move(r)); },
+                [=](caf::error& err) {
+                  done->push(from, failed_result(j, outcome::infra_error, "slot lost: " + describe(err)));
+                });
+      };
+      if ((job.kernel.kind != "cpp" && job.kernel.kind != "cu") || !compiler) {
+        evaluate(job);
+        return;
+      }
+      self->request(compiler, evaluate_timeout, atom::compile_v, job.kernel)
+        .then(
+          [=](compile_outcome& out) mutable {
+            if (out.status == "ok") {
+              job.kernel.object_path = out.object_path;
+              evaluate(job);
+              return;
+            }
+            auto why = out.status == "needs_cuda" ? outcome::needs_cuda : outcome::compile_failed;
+            done->push(from, failed_result(job, why, out.message));
+          },
+          [=](caf::error& err) {
+            done->push(from, failed_result(job, outcome::compile_failed, describe(err)));
+          });
+    });
+  };
+
+  while (!stopping_) {
+    zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}, {wake.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 2, std::chrono::milliseconds(200));
+    if (items[1].revents & ZMQ_POLLIN) {
+      zmq::message_t byte;
+      while (wake.recv(byte, zmq::recv_flags::dontwait)) {
+      }
+    }
+    for (auto& f : done->take()) {
+      if (f.coordinator == coordinator)
+        send(router, coordinator, [&] {
+          auto m = reply("result");
+          m.result = std::move(f.result);
+          return m;
+        }());
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      zmq::message_t id, payload;
+      if (!router.recv(id) || !id.more() || !router.recv(payload))
+        continue;
+      while (payload.more()) // a peer that sent more frames than the protocol has
+        (void)router.recv(payload);
+      std::string from = id.to_string();
+      wire_message msg;
+      try {
+        msg = unpack<wire_message>(payload.to_string());
+      } catch (const std::exception& e) {
+        auto r = reply("refuse");
+        r.text = std::string("malformed message: ") + e.what();
+        send(router, from, r);
+        continue;
+      }
+      if (msg.protocol != protocol_version) {
+        auto r = reply("refuse");
+        r.text = "this node speaks protocol " + std::to_string(protocol_version) + ", not "
+                 + std::to_string(msg.protocol) + ": use the same bbcluster version on both sides";
+        spdlog::warn("node_server: refused a peer: {}", r.text);
+        send(router, from, r);
+        continue;
+      }
+      if (msg.kind == "hello") {
+        if (!coordinator.empty() && coordinator != from)
+          spdlog::info("node_server: a new coordinator replaces the previous one");
+        coordinator = from;
+        last_heard = clock::now();
+        auto r = reply("welcome");
+        r.node = cfg_.info;
+        send(router, from, r);
+      } else if (from != coordinator) {
+        auto r = reply("refuse");
+        r.text = "say hello first";
+        send(router, from, r);
+      } else if (msg.kind == "ping") {
+        last_heard = clock::now();
+        send(router, from, reply("pong"));
+      } else if (msg.kind == "job" && msg.slot < slots_.size()) {
+        last_heard = clock::now();
+        dispatch(from, msg.slot, std::move(msg.job));
+      } else if (msg.kind == "bye") {
+        coordinator.clear();
+      } else {
+        auto r = reply("refuse");
+        r.text = "unknown message '" + msg.kind + "' or slot " + std::to_string(msg.slot);
+        send(router, from, r);
+      }
+    }
+    if (!coordinator.empty()
+        && std::chrono::duration<double>(clock::now() - last_heard).count() > cfg_.coordinator_silence_s) {
+      spdlog::warn("node_server: the coordinator was silent for {} s: idle, waiting for the next",
+                   cfg_.coordinator_silence_s);
+      coordinator.clear();
+    }
+  }
+  done->close();
+  return "";
+}
+
+} // namespace bb

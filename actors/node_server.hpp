@@ -1,0 +1,52 @@
+#pragma once
+
+// bbnode's side of the wire: a thread that owns the node's ZeroMQ ROUTER socket, answers the
+// coordinator's hello and pings, hands each job to a local evaluator slot (compiling native
+// kernels first) and sends results back as they arrive. One coordinator at a time: a new one
+// replaces the old, and a coordinator silent past `coordinator_silence_s` is forgotten, so a
+// dead coordinator leaves the node idle and ready for the next.
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+
+#include "messages/types.hpp"
+#include "messages/wire.hpp"
+
+namespace bb {
+
+struct node_server_config {
+  /// ZeroMQ endpoint to bind, e.g. tcp://127.0.0.1:5555 or tcp://*:5555.
+  std::string endpoint;
+  node_info info;
+  double coordinator_silence_s = 30.0;
+  double evaluate_timeout_s = 3600.0;
+  /// Called with the endpoint actually bound (the port chosen for tcp://...:0), once.
+  std::function<void(const std::string&)> on_bound;
+};
+
+class node_server {
+public:
+  node_server(caf::actor_system& sys, node_server_config cfg, std::vector<evaluator_actor> slots,
+              compile_pool_actor compiler);
+
+  /// Binds and serves until stop() or a "bye"; returns "" or why it could not serve. Blocks.
+  std::string run();
+
+  /// Makes run() return (from another thread or a signal handler's flag).
+  void stop() {
+    stopping_ = true;
+  }
+
+private:
+  caf::actor_system& sys_;
+  node_server_config cfg_;
+  std::vector<evaluator_actor> slots_;
+  compile_pool_actor compiler_;
+  std::atomic<bool> stopping_{false};
+};
+
+} // namespace bb

@@ -1,0 +1,41 @@
+#pragma once
+
+// The wire protocol between bbcluster and bbnode: one msgpack map per ZeroMQ message, with a
+// protocol version; a peer speaking another version is refused. Tensors never travel: jobs
+// carry argument strings and artefact sources, results carry records.
+
+#include <cstdint>
+#include <string>
+
+#include "messages/records.hpp"
+
+namespace bb {
+
+/// What a node announces when a coordinator says hello.
+struct node_info {
+  std::string name;
+  uint32_t slots = 0;
+  /// "cpu" or "cuda".
+  std::string device;
+  std::string torch_version;
+  std::string build;
+  MSGPACK_DEFINE_MAP(name, slots, device, torch_version, build);
+};
+
+/// One message either way.
+struct wire_message {
+  uint32_t protocol = protocol_version;
+  /// coordinator -> node: "hello", "ping", "job", "bye";
+  /// node -> coordinator: "welcome", "pong", "result", "refuse".
+  std::string kind;
+  /// Why, for "refuse".
+  std::string text;
+  node_info node;
+  /// For "job": the slot of the node that runs it.
+  uint32_t slot = 0;
+  eval_job job;
+  eval_result result;
+  MSGPACK_DEFINE_MAP(protocol, kind, text, node, slot, job, result);
+};
+
+} // namespace bb

@@ -1,0 +1,139 @@
+#include "nodes/cluster.hpp"
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/config.hpp"
+#include "core/hostfile.hpp"
+#include "messages/errors.hpp"
+
+namespace bb {
+
+namespace {
+
+// Starts one bbnode on this machine on a free loopback port; returns its pid (or -1).
+pid_t launch_local(const host_entry& h, const cluster_request& req, const std::string& endpoint_file) {
+  auto program = (std::filesystem::path(default_runner_path()).parent_path() / "bbnode").string();
+  auto logs = req.log_dir + "/nodes/" + h.host;
+  std::filesystem::create_directories(logs);
+  std::vector<std::string> words = {program, "--listen", "tcp://127.0.0.1:0", "--name", h.host,
+                                    "--devices", std::to_string(h.slots), "--endpoint-file",
+                                    endpoint_file, "--log-dir", logs};
+  if (!req.config.empty())
+    words.insert(words.end(), {"--config", req.config});
+  std::vector<char*> argv;
+  for (auto& w : words)
+    argv.push_back(w.data());
+  argv.push_back(nullptr);
+  auto log = logs + "/bbnode.log";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::freopen(log.c_str(), "a", stdout);
+    std::freopen(log.c_str(), "a", stderr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+std::string wait_for_file(const std::string& path, double timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(path);
+    std::string line;
+    if (in && std::getline(in, line) && !line.empty())
+      return line;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return "";
+}
+
+} // namespace
+
+std::string open_cluster(caf::actor_system& sys, const cluster_request& req, cluster& out) {
+  auto hosts = load_hostfile(req.hostfile);
+  if (!hosts.errors.empty()) {
+    std::string all;
+    for (auto& e : hosts.errors)
+      all += (all.empty() ? "" : "\n") + e;
+    return all;
+  }
+  if (hosts.hosts.empty())
+    return req.hostfile + ": no hosts";
+  std::vector<std::pair<std::string, std::string>> endpoints; // name, endpoint
+  if (req.launcher == "local") {
+    auto dir = req.log_dir + "/nodes";
+    std::filesystem::create_directories(dir);
+    std::vector<std::string> files;
+    for (auto& h : hosts.hosts) {
+      files.push_back(dir + "/" + h.host + ".endpoint");
+      std::filesystem::remove(files.back());
+      out.children.push_back(launch_local(h, req, files.back()));
+    }
+    for (size_t i = 0; i < hosts.hosts.size(); ++i) {
+      auto endpoint = wait_for_file(files[i], req.s.start_timeout_s + 30);
+      if (endpoint.empty())
+        spdlog::error("bbcluster: local node {} did not start (see {}/nodes/{}/bbnode.log)",
+                      hosts.hosts[i].host, req.log_dir, hosts.hosts[i].host);
+      else
+        endpoints.emplace_back(hosts.hosts[i].host, endpoint);
+    }
+  } else if (req.launcher == "none") {
+    for (auto& h : hosts.hosts) {
+      auto host = h.host.find(':') != std::string::npos ? "[" + h.host + "]" : h.host;
+      endpoints.emplace_back(h.host, "tcp://" + host + ":" + std::to_string(h.port ? h.port : req.s.node_port));
+    }
+  } else {
+    return "--launcher " + req.launcher + " is not available in this version (none, local)";
+  }
+  for (auto& [name, endpoint] : endpoints) {
+    remote_node_config rcfg;
+    rcfg.endpoint = endpoint;
+    rcfg.name = name;
+    rcfg.heartbeat_s = req.s.heartbeat_s;
+    rcfg.silence_s = req.s.node_silence_s;
+    rcfg.connect_timeout_s = req.s.start_timeout_s;
+    auto link = std::make_unique<remote_node>(sys, rcfg);
+    auto slots = link->connect();
+    if (!slots) {
+      spdlog::error("bbcluster: node {}: {}", name, describe(slots.error()));
+      continue;
+    }
+    spdlog::info("bbcluster: node {} at {}: {} {} slots, torch {}", name, endpoint,
+                 link->info().slots, link->info().device, link->info().torch_version);
+    out.slots.insert(out.slots.end(), slots->begin(), slots->end());
+    out.links.push_back(std::move(link));
+  }
+  if (out.slots.empty())
+    return "no node of " + req.hostfile + " answered";
+  return "";
+}
+
+void close_cluster(cluster& c) {
+  for (auto& link : c.links)
+    link->stop();
+  for (auto pid : c.children)
+    if (pid > 0)
+      ::kill(pid, SIGTERM);
+  for (auto pid : c.children) {
+    if (pid <= 0)
+      continue;
+    int status = 0;
+    for (int i = 0; i < 100 && ::waitpid(pid, &status, WNOHANG) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (::waitpid(pid, &status, WNOHANG) == 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+    }
+  }
+  c.children.clear();
+}
+
+} // namespace bb

@@ -1,0 +1,35 @@
+#pragma once
+
+// The evaluators and compile pool of one node, made from settings: hosted by bbnode, or by
+// bbcluster itself when it runs without --nodes. Wiring only.
+
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+
+#include "core/config.hpp"
+#include "messages/types.hpp"
+#include "messages/wire.hpp"
+
+namespace bb {
+
+struct local_node {
+  std::vector<evaluator_actor> evaluators;
+  compile_pool_actor compiler;
+  node_info info;
+};
+
+/// Spawns a node's evaluators (one per GPU, or settings.devices CPU slots) and its compile
+/// pool, logging under `log_dir`.
+local_node spawn_local_node(caf::actor_system& sys, const settings& s, const std::string& name,
+                            const std::string& log_dir);
+
+/// Stops what spawn_local_node started.
+void stop_local_node(caf::actor_system& sys, local_node& node);
+
+/// Whether a ZeroMQ endpoint binds only the loopback interface (tcp://127.x, localhost, [::1],
+/// or ipc/inproc).
+bool is_loopback_endpoint(const std::string& endpoint);
+
+} // namespace bb
