@@ -18,6 +18,18 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+// zmq::poll over two items; false when a signal interrupted it (the caller loops again).
+bool poll_some(zmq::pollitem_t (&items)[2], int timeout_ms) {
+  try {
+    zmq::poll(items, 2, std::chrono::milliseconds(timeout_ms));
+    return true;
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR)
+      return false;
+    throw;
+  }
+}
+
 constexpr const char* wake_endpoint = "inproc://bbnode-finished";
 
 // Results finished by actors, waiting for the server thread to send them. Actors may finish
@@ -130,7 +142,8 @@ std::string node_server::run() {
 
   while (!stopping_) {
     zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}, {wake.handle(), 0, ZMQ_POLLIN, 0}};
-    zmq::poll(items, 2, std::chrono::milliseconds(200));
+    if (!poll_some(items, 200))
+      continue;
     if (items[1].revents & ZMQ_POLLIN) {
       zmq::message_t byte;
       while (wake.recv(byte, zmq::recv_flags::dontwait)) {

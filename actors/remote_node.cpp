@@ -17,6 +17,18 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+// zmq::poll over two items; false when a signal interrupted it (the caller loops again).
+bool poll_some(zmq::pollitem_t (&items)[2], int timeout_ms) {
+  try {
+    zmq::poll(items, 2, std::chrono::milliseconds(timeout_ms));
+    return true;
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR)
+      return false;
+    throw;
+  }
+}
+
 std::string wake_endpoint(const void* link) {
   return "inproc://bbcluster-link-" + std::to_string(reinterpret_cast<uintptr_t>(link));
 }
@@ -159,7 +171,8 @@ caf::expected<std::vector<evaluator_actor>> remote_node::connect() {
     };
     while (!st->stopping) {
       zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {wake.handle(), 0, ZMQ_POLLIN, 0}};
-      zmq::poll(items, 2, std::chrono::milliseconds(100));
+      if (!poll_some(items, 100))
+        continue;
       if (items[1].revents & ZMQ_POLLIN) {
         zmq::message_t byte;
         while (wake.recv(byte, zmq::recv_flags::dontwait)) {

@@ -20,7 +20,9 @@ namespace {
 
 // Starts one bbnode on this machine on a free loopback port; returns its pid (or -1).
 pid_t launch_local(const host_entry& h, const cluster_request& req, const std::string& endpoint_file) {
-  auto program = (std::filesystem::path(default_runner_path()).parent_path() / "bbnode").string();
+  // bbnode lies beside the runner this sweep uses.
+  auto runner = req.s.runner.empty() ? default_runner_path() : req.s.runner;
+  auto program = (std::filesystem::path(runner).parent_path() / "bbnode").string();
   auto logs = req.log_dir + "/nodes/" + h.host;
   std::filesystem::create_directories(logs);
   std::vector<std::string> words = {program, "--listen", "tcp://127.0.0.1:0", "--name", h.host,

@@ -1,0 +1,261 @@
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "messages/wire.hpp"
+#include "support.hpp"
+
+using nlohmann::json;
+
+namespace {
+
+const std::string bbcluster = BB_BIN_DIR "/bbcluster";
+const std::string bbnode = BB_BIN_DIR "/bbnode";
+
+// Nine operators of one large-ish input each: about a second a job on a small CPU.
+const char* nine_ops =
+  "Operator: aten.relu.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
+  "Operator: aten.abs.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
+  "Operator: aten.neg.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
+  "Operator: aten.sin.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
+  "Operator: aten.cos.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
+  "Operator: aten.exp.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
+  "Operator: aten.sqrt.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
+  "Operator: aten.tanh.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
+  "Operator: aten.sigmoid.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n";
+
+const char* settings =
+  "[nodes]\nheartbeat_s = 0.3\nsilence_s = 2.0\n"
+  "[timing]\ncpu_warmup = 2\ncpu_runs = 100\ncpu_max_seconds = 0.5\n";
+
+std::vector<pid_t> children_named(pid_t parent, const std::string& name) {
+  std::vector<pid_t> out;
+  DIR* proc = ::opendir("/proc");
+  while (auto* entry = ::readdir(proc)) {
+    pid_t pid = std::atoi(entry->d_name);
+    if (pid <= 0)
+      continue;
+    auto stat = bb::test::read_file("/proc/" + std::to_string(pid) + "/stat");
+    auto open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos)
+      continue;
+    if (stat.substr(open + 1, close - open - 1) == name && std::atoi(stat.c_str() + close + 4) == parent)
+      out.push_back(pid);
+  }
+  ::closedir(proc);
+  return out;
+}
+
+// bbcluster over three local nodes, in the background.
+pid_t start_sweep(const bb::test::temp_dir& dir) {
+  bb::test::write_file(dir / "ops.txt", nine_ops);
+  bb::test::write_file(dir / "settings.toml", settings);
+  bb::test::write_file(dir / "hosts.txt", "node-a slots=1\nnode-b slots=1\nnode-c slots=1\n");
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::freopen((dir / "stdout").c_str(), "w", stdout);
+    std::freopen((dir / "stderr").c_str(), "w", stderr);
+    ::execl(bbcluster.c_str(), "bbcluster", "--suite", "torchbench", "--data", (dir / "ops.txt").c_str(),
+            "--nodes", (dir / "hosts.txt").c_str(), "--launcher", "local", "--config",
+            (dir / "settings.toml").c_str(), "--log-dir", (dir / "run").c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+std::vector<json> journal_lines(const std::string& path) {
+  std::vector<json> out;
+  std::istringstream in(bb::test::read_file(path));
+  for (std::string line; std::getline(in, line);)
+    out.push_back(json::parse(line));
+  return out;
+}
+
+// Waits for the first finished job, then returns the three bbnode pids.
+std::vector<pid_t> nodes_once_busy(pid_t sweep, const bb::test::temp_dir& dir) {
+  for (int i = 0; i < 600; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!journal_lines(dir / "run/results.jsonl").empty())
+      break;
+  }
+  return children_named(sweep, "bbnode");
+}
+
+int wait_exit(pid_t pid, int seconds) {
+  int status = 0;
+  for (int i = 0; i < seconds * 20; ++i) {
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return -2;
+}
+
+void check_all_finished_ok(const std::vector<json>& lines) {
+  std::map<std::string, std::string> finished;
+  for (auto& j : lines)
+    if (j["event"] == "job_finished") {
+      CHECK(finished.count(j["op_name"]) == 0);
+      finished[j["op_name"]] = j["outcome"];
+    }
+  CHECK(finished.size() == 9);
+  for (auto& [op, outcome] : finished) {
+    INFO(op);
+    CHECK(outcome == "ok");
+  }
+}
+
+} // namespace
+
+TEST_CASE("three local nodes: a node killed mid-sweep, its job requeued and finished elsewhere",
+          "[integration]") {
+  bb::test::temp_dir dir;
+  auto sweep = start_sweep(dir);
+  auto nodes = nodes_once_busy(sweep, dir);
+  REQUIRE(nodes.size() == 3);
+  ::kill(nodes[1], SIGKILL);
+  auto rc = wait_exit(sweep, 120);
+  auto err = bb::test::read_file(dir / "stderr");
+  INFO(err.substr(err.size() > 5000 ? err.size() - 5000 : 0));
+  CHECK(rc == 0);
+  CHECK(bb::test::read_file(dir / "stdout").find("correctness score (mean pass rate over all operators): 1.00")
+        == 0);
+  auto lines = journal_lines(dir / "run/results.jsonl");
+  check_all_finished_ok(lines);
+  size_t requeued = 0;
+  for (auto& j : lines)
+    if (j["event"] == "job_requeued") {
+      ++requeued;
+      CHECK(j["outcome"] == "infra_error");
+      CHECK(j["detail"].get<std::string>().find("lost") != std::string::npos);
+    }
+  CHECK(requeued >= 1);
+  CHECK(err.find("lost (silent for") != std::string::npos);
+}
+
+TEST_CASE("three local nodes: a stopped node is lost, the sweep finishes, and it rejoins when continued",
+          "[integration]") {
+  bb::test::temp_dir dir;
+  auto sweep = start_sweep(dir);
+  auto nodes = nodes_once_busy(sweep, dir);
+  REQUIRE(nodes.size() == 3);
+  ::kill(nodes[2], SIGSTOP); // a stand-in for a network cut
+  // Continue it once it was declared lost: it answers again and rejoins.
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (bb::test::read_file(dir / "stderr").find("lost (silent for") != std::string::npos)
+      break;
+  }
+  ::kill(nodes[2], SIGCONT);
+  auto rc = wait_exit(sweep, 120);
+  auto err = bb::test::read_file(dir / "stderr");
+  INFO(err.substr(err.size() > 5000 ? err.size() - 5000 : 0));
+  CHECK(rc == 0);
+  check_all_finished_ok(journal_lines(dir / "run/results.jsonl"));
+  CHECK(err.find("lost (silent for") != std::string::npos);
+  // It rejoined unless every job was done before it answered again.
+  bool rejoined = err.find("back; rejoining") != std::string::npos;
+  bool done_first = bb::test::read_file(dir / "stdout").find("correctness score") == 0;
+  CHECK((rejoined || done_first));
+}
+
+TEST_CASE("bbnode refuses a peer of another protocol version, and non-loopback without keys",
+          "[integration]") {
+  bb::test::temp_dir dir;
+  auto refused = std::system((bbnode + " --listen tcp://0.0.0.0:5999 >" + dir / "out" + " 2>&1").c_str());
+  CHECK(WEXITSTATUS(refused) == 2);
+  CHECK(bb::test::read_file(dir / "out").find("refusing to listen on tcp://0.0.0.0:5999 without CURVE keys")
+        != std::string::npos);
+
+  pid_t node = ::fork();
+  if (node == 0) {
+    std::freopen((dir / "node.log").c_str(), "w", stdout);
+    std::freopen((dir / "node.log").c_str(), "a", stderr);
+    ::execl(bbnode.c_str(), "bbnode", "--listen", "tcp://127.0.0.1:0", "--endpoint-file",
+            (dir / "endpoint").c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::string endpoint;
+  for (int i = 0; i < 400 && endpoint.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    endpoint = bb::test::read_file(dir / "endpoint");
+  }
+  REQUIRE_FALSE(endpoint.empty());
+  endpoint.pop_back();
+  zmq::context_t ctx;
+  zmq::socket_t peer(ctx, zmq::socket_type::dealer);
+  peer.set(zmq::sockopt::linger, 0);
+  peer.set(zmq::sockopt::rcvtimeo, 10000);
+  peer.connect(endpoint);
+  bb::wire_message hello;
+  hello.kind = "hello";
+  hello.protocol = bb::protocol_version + 41;
+  auto bytes = bb::pack(hello);
+  peer.send(zmq::buffer(bytes));
+  zmq::message_t answer;
+  REQUIRE(peer.recv(answer));
+  auto reply = bb::unpack<bb::wire_message>(answer.to_string());
+  CHECK(reply.kind == "refuse");
+  CHECK(reply.text.find("protocol") != std::string::npos);
+  // The same peer with the right version is welcomed, with the node's description.
+  hello.protocol = bb::protocol_version;
+  bytes = bb::pack(hello);
+  peer.send(zmq::buffer(bytes));
+  REQUIRE(peer.recv(answer));
+  reply = bb::unpack<bb::wire_message>(answer.to_string());
+  CHECK(reply.kind == "welcome");
+  CHECK(reply.node.slots == 1);
+  ::kill(node, SIGTERM);
+  CHECK(wait_exit(node, 20) == 0);
+}
+
+TEST_CASE("a directory sweep over three local nodes gives the verdicts of one node", "[integration]") {
+  bb::test::temp_dir dir;
+  bb::test::write_file(dir / "trace.txt",
+                       "Operator: aten.relu.default\ncnt: 1, ((T([64, 32], f32),), {})\n"
+                       "Operator: aten.add.Tensor\ncnt: 1, ((T([8, 8], f32), T([8], f32)), {})\n"
+                       "Operator: aten.sub.Tensor\ncnt: 1, ((T([8], f32), T([8], f32)), {})\n"
+                       "Operator: aten.neg.default\ncnt: 1, ((T([8], f32),), {})\n"
+                       "Operator: aten.sin.default\ncnt: 1, ((T([32], f32),), {})\n"
+                       "Operator: aten.mul.Tensor\ncnt: 1, ((T([8], f32), T([8], f32)), {})\n");
+  bb::test::write_file(dir / "settings.toml", "[timing]\ncpu_warmup = 1\ncpu_runs = 3\n[compile]\ncache_dir = \"" BB_TEST_CACHE "\"\n");
+  bb::test::write_file(dir / "hosts.txt", "node-a slots=1\nnode-b slots=1\nnode-c slots=1\n");
+  auto base = bbcluster + " --suite torchbench --data " + dir / "trace.txt"
+              + " --backend directory --ops-directory " BB_SOURCE_DIR "/examples/kernels --config "
+              + dir / "settings.toml";
+  auto one = std::system((base + " --log-dir " + dir / "one >" + dir / "one.out 2>&1").c_str());
+  auto three = std::system((base + " --nodes " + dir / "hosts.txt" + " --launcher local --log-dir "
+                            + dir / "three >" + dir / "three.out 2>&1")
+                             .c_str());
+  INFO(bb::test::read_file(dir / "three.out"));
+  REQUIRE(WEXITSTATUS(one) == 0);
+  REQUIRE(WEXITSTATUS(three) == 0);
+  auto verdicts = [&](const std::string& run) {
+    std::map<std::string, std::string> out;
+    for (auto& row : json::parse(bb::test::read_file(run + "/full_results.json")))
+      if (row["test_type"] == "correctness")
+        out[row["op_name"].get<std::string>() + row["args"].get<std::string>()] =
+          row["is_correct"].dump() + " " + row["error_type"].get<std::string>();
+    return out;
+  };
+  auto a = verdicts(dir / "one");
+  auto b = verdicts(dir / "three");
+  CHECK(a.size() == 6);
+  CHECK(a == b);
+  CHECK(a["sub.Tensor((T([8], f32), T([8], f32),), {})"] == "false incorrect");
+  CHECK(bb::test::read_file(dir / "three.out").find("node node-c at tcp://127.0.0.1:") != std::string::npos);
+}
