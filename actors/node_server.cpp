@@ -4,6 +4,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include <caf/event_based_actor.hpp>
 #include <spdlog/spdlog.h>
@@ -19,9 +20,10 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 // zmq::poll over two items; false when a signal interrupted it (the caller loops again).
-bool poll_some(zmq::pollitem_t (&items)[2], int timeout_ms) {
+template <size_t N>
+bool poll_some(zmq::pollitem_t (&items)[N], int timeout_ms) {
   try {
-    zmq::poll(items, 2, std::chrono::milliseconds(timeout_ms));
+    zmq::poll(items, N, std::chrono::milliseconds(timeout_ms));
     return true;
   } catch (const zmq::error_t& e) {
     if (e.num() == EINTR)
@@ -72,6 +74,31 @@ void send(zmq::socket_t& router, const std::string& to, const wire_message& msg)
   router.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
 }
 
+// One ZAP request (RFC 27): accept the CURVE client whose key is `allowed`, refuse others.
+void answer_zap(zmq::socket_t& zap, const std::string& allowed) {
+  std::vector<zmq::message_t> frames;
+  for (;;) {
+    zmq::message_t part;
+    if (!zap.recv(part, zmq::recv_flags::dontwait))
+      break;
+    bool more = part.more();
+    frames.push_back(std::move(part));
+    if (!more)
+      break;
+  }
+  if (frames.size() < 6)
+    return;
+  bool ok = frames.size() >= 7 && frames[5].to_string() == "CURVE" && frames[6].to_string() == allowed;
+  if (!ok)
+    spdlog::warn("node_server: refused a peer whose key is not the coordinator's");
+  zap.send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
+  zap.send(frames[1], zmq::send_flags::sndmore);
+  zap.send(zmq::buffer(std::string(ok ? "200" : "400")), zmq::send_flags::sndmore);
+  zap.send(zmq::buffer(std::string(ok ? "OK" : "not the coordinator's key")), zmq::send_flags::sndmore);
+  zap.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+  zap.send(zmq::str_buffer(""));
+}
+
 wire_message reply(std::string kind) {
   wire_message m;
   m.kind = std::move(kind);
@@ -87,8 +114,22 @@ node_server::node_server(caf::actor_system& sys, node_server_config cfg,
 
 std::string node_server::run() {
   zmq::context_t ctx;
+  // With CURVE, ZeroMQ asks this ZAP socket about every peer: only the coordinator's key passes.
+  zmq::socket_t zap(ctx, zmq::socket_type::rep);
+  bool curve = !cfg_.secret_key.empty();
+  std::string allowed(32, '\0');
+  if (curve) {
+    zap.bind("inproc://zeromq.zap.01");
+    if (!zmq_z85_decode(reinterpret_cast<uint8_t*>(allowed.data()), cfg_.coordinator_key.c_str()))
+      return "the coordinator's public key is not a Z85 key";
+  }
   zmq::socket_t router(ctx, zmq::socket_type::router);
   router.set(zmq::sockopt::linger, 0);
+  if (curve) {
+    router.set(zmq::sockopt::curve_server, 1);
+    router.set(zmq::sockopt::curve_secretkey, cfg_.secret_key);
+    router.set(zmq::sockopt::zap_domain, "bbcluster");
+  }
   try {
     router.bind(cfg_.endpoint);
   } catch (const zmq::error_t& e) {
@@ -141,9 +182,13 @@ std::string node_server::run() {
   };
 
   while (!stopping_) {
-    zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}, {wake.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},
+                               {wake.handle(), 0, ZMQ_POLLIN, 0},
+                               {curve ? zap.handle() : nullptr, 0, static_cast<short>(curve ? ZMQ_POLLIN : 0), 0}};
     if (!poll_some(items, 200))
       continue;
+    if (curve && (items[2].revents & ZMQ_POLLIN))
+      answer_zap(zap, allowed);
     if (items[1].revents & ZMQ_POLLIN) {
       zmq::message_t byte;
       while (wake.recv(byte, zmq::recv_flags::dontwait)) {

@@ -24,6 +24,11 @@ struct node_server_config {
   node_info info;
   double coordinator_silence_s = 30.0;
   double evaluate_timeout_s = 3600.0;
+  /// CURVE: the node's keypair and the only client key it accepts (the coordinator's), all
+  /// Z85. Empty: no encryption, for loopback endpoints only.
+  std::string public_key;
+  std::string secret_key;
+  std::string coordinator_key;
   /// Called with the endpoint actually bound (the port chosen for tcp://...:0), once.
   std::function<void(const std::string&)> on_bound;
 };

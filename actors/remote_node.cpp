@@ -18,9 +18,10 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 // zmq::poll over two items; false when a signal interrupted it (the caller loops again).
-bool poll_some(zmq::pollitem_t (&items)[2], int timeout_ms) {
+template <size_t N>
+bool poll_some(zmq::pollitem_t (&items)[N], int timeout_ms) {
   try {
-    zmq::poll(items, 2, std::chrono::milliseconds(timeout_ms));
+    zmq::poll(items, N, std::chrono::milliseconds(timeout_ms));
     return true;
   } catch (const zmq::error_t& e) {
     if (e.num() == EINTR)
@@ -140,6 +141,11 @@ caf::expected<std::vector<evaluator_actor>> remote_node::connect() {
     dealer.set(zmq::sockopt::linger, 0);
     zmq::socket_t wake(st->ctx, zmq::socket_type::pull);
     wake.bind(wake_endpoint(st.get()));
+    if (!cfg_.node_key.empty()) {
+      dealer.set(zmq::sockopt::curve_serverkey, cfg_.node_key);
+      dealer.set(zmq::sockopt::curve_publickey, cfg_.public_key);
+      dealer.set(zmq::sockopt::curve_secretkey, cfg_.secret_key);
+    }
     dealer.connect(cfg_.endpoint);
     auto send = [&](const wire_message& m) { dealer.send(zmq::buffer(pack(m)), zmq::send_flags::dontwait); };
     wire_message hello;

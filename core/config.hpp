@@ -39,6 +39,7 @@ struct settings {
   int64_t node_port = 5555;       ///< port of a hostfile host without one
   double heartbeat_s = 1.0;       ///< heartbeat period, both ways
   double node_silence_s = 10.0;   ///< a node silent this long is lost; its jobs are requeued
+  std::string node_keys;          ///< folder of `bbcluster keygen`; empty: no CURVE (loopback only)
   // [log]
   std::string log_level = "info";
 };

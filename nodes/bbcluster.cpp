@@ -15,6 +15,7 @@
 #include "actors/coordinator.hpp"
 #include "actors/directory_generator.hpp"
 #include "actors/reporter.hpp"
+#include "core/curve_keys.hpp"
 #include "core/ops.hpp"
 #include "core/plan.hpp"
 #include "messages/errors.hpp"
@@ -23,6 +24,21 @@
 #include "nodes/local_node.hpp"
 
 int main(int argc, char** argv) {
+  // bbcluster keygen DIR: the CURVE keys of a cluster.
+  if (argc >= 2 && std::string(argv[1]) == "keygen") {
+    if (argc != 3) {
+      std::cerr << "bbcluster: usage: bbcluster keygen DIR\n";
+      return 2;
+    }
+    if (auto err = bb::generate_curve_keys(argv[2]); !err.empty()) {
+      std::cerr << "bbcluster: " << err << "\n";
+      return 1;
+    }
+    std::cout << "keys in " << argv[2] << ": coordinator.key stays with bbcluster (nodes.keys = \""
+              << argv[2] << "\"); copy the folder to every node and start bbnode --keys "
+              << argv[2] << "\n";
+    return 0;
+  }
   CLI::App app{"bbcluster: evaluates generated PyTorch operator kernels, BackendBench-compatible"};
   bb::cli::flags f;
   bb::cli::add_flags(app, f);

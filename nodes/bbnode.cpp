@@ -19,6 +19,7 @@
 
 #include "actors/node_server.hpp"
 #include "core/config.hpp"
+#include "core/curve_keys.hpp"
 #include "core/scoring.hpp"
 #include "core/suite.hpp"
 #include "messages/errors.hpp"
@@ -66,7 +67,7 @@ int check_slots(caf::actor_system& sys, bb::local_node& node) {
 
 int main(int argc, char** argv) {
   CLI::App app{"bbnode: hosts evaluators for bbcluster"};
-  std::string config, listen, log_dir, name, endpoint_file;
+  std::string config, listen, log_dir, name, endpoint_file, keys;
   int64_t devices = 0;
   double silence_s = 30;
   bool check = false;
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
   app.add_option("--name", name, "node name in reports (default: the host name)");
   app.add_option("--endpoint-file", endpoint_file, "write the bound endpoint here once listening");
   app.add_option("--coordinator-silence", silence_s, "seconds without a coordinator's word before it is forgotten");
+  app.add_option("--keys", keys, "folder of `bbcluster keygen`: encrypt, and accept only the coordinator's key");
   app.add_option("--config", config, "settings file (TOML)")->check(CLI::ExistingFile);
   app.add_option("--devices", devices, "evaluator slots")->check(CLI::PositiveNumber);
   app.add_option("--log-dir", log_dir, "folder for runner and compile logs (default: a temporary folder)");
@@ -95,12 +97,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   // A bbnode runs whatever code it is sent: an open port is remote code execution.
-  if (!listen.empty() && !bb::is_loopback_endpoint(listen)) {
+  if (!listen.empty() && keys.empty() && !bb::is_loopback_endpoint(listen)) {
     std::cerr << "bbnode: refusing to listen on " << listen
-              << " without CURVE keys; this version serves loopback endpoints only "
-                 "(tcp://127.0.0.1:PORT)\n";
+              << " without CURVE keys: make them with `bbcluster keygen DIR` and start bbnode "
+                 "with --keys DIR (or listen on tcp://127.0.0.1:PORT)\n";
     return 2;
   }
+  bb::curve_keypair node_keys, coordinator_key;
+  if (!keys.empty())
+    for (auto err : {bb::read_curve_keys(keys + "/node.key", node_keys),
+                     bb::read_curve_keys(keys + "/coordinator.pub", coordinator_key)})
+      if (!err.empty()) {
+        std::cerr << "bbnode: " << err << "\n";
+        return 2;
+      }
   bb::settings s;
   if (!config.empty())
     if (auto err = bb::load_settings(config, s)) {
@@ -137,6 +147,9 @@ int main(int argc, char** argv) {
       ncfg.endpoint = listen;
       ncfg.info = node.info;
       ncfg.coordinator_silence_s = silence_s;
+      ncfg.public_key = node_keys.public_key;
+      ncfg.secret_key = node_keys.secret_key;
+      ncfg.coordinator_key = coordinator_key.public_key;
       ncfg.evaluate_timeout_s = s.start_timeout_s + 2 * s.job_timeout_s + 30;
       // Tell whoever started us where we listen, once bound.
       ncfg.on_bound = [&](const std::string& endpoint) {

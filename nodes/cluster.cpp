@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/config.hpp"
+#include "core/curve_keys.hpp"
 #include "core/hostfile.hpp"
 #include "messages/errors.hpp"
 
@@ -30,6 +31,8 @@ pid_t launch_local(const host_entry& h, const cluster_request& req, const std::s
                                     endpoint_file, "--log-dir", logs};
   if (!req.config.empty())
     words.insert(words.end(), {"--config", req.config});
+  if (!req.s.node_keys.empty())
+    words.insert(words.end(), {"--keys", req.s.node_keys});
   std::vector<char*> argv;
   for (auto& w : words)
     argv.push_back(w.data());
@@ -95,8 +98,18 @@ std::string open_cluster(caf::actor_system& sys, const cluster_request& req, clu
   } else {
     return "--launcher " + req.launcher + " is not available in this version (none, local)";
   }
+  curve_keypair mine, theirs;
+  if (!req.s.node_keys.empty()) {
+    for (auto err : {read_curve_keys(req.s.node_keys + "/coordinator.key", mine),
+                     read_curve_keys(req.s.node_keys + "/node.pub", theirs)})
+      if (!err.empty())
+        return err;
+  }
   for (auto& [name, endpoint] : endpoints) {
     remote_node_config rcfg;
+    rcfg.node_key = theirs.public_key;
+    rcfg.public_key = mine.public_key;
+    rcfg.secret_key = mine.secret_key;
     rcfg.endpoint = endpoint;
     rcfg.name = name;
     rcfg.heartbeat_s = req.s.heartbeat_s;

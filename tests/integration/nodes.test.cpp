@@ -259,3 +259,55 @@ TEST_CASE("a directory sweep over three local nodes gives the verdicts of one no
   CHECK(a["sub.Tensor((T([8], f32), T([8], f32),), {})"] == "false incorrect");
   CHECK(bb::test::read_file(dir / "three.out").find("node node-c at tcp://127.0.0.1:") != std::string::npos);
 }
+
+TEST_CASE("CURVE: a node with keys serves the coordinator's key and nobody else's", "[integration]") {
+  bb::test::temp_dir dir;
+  REQUIRE(std::system((bbcluster + " keygen " + dir / "keys >" + dir / "keygen.out").c_str()) == 0);
+  REQUIRE(std::system((bbcluster + " keygen " + dir / "other >>" + dir / "keygen.out").c_str()) == 0);
+  for (std::string f : {"coordinator.key", "coordinator.pub", "node.key", "node.pub"})
+    CHECK(std::filesystem::exists(dir / "keys/" + f));
+  CHECK((std::filesystem::status(dir / "keys/node.key").permissions() & std::filesystem::perms::others_read)
+        == std::filesystem::perms::none);
+  pid_t node = ::fork();
+  if (node == 0) {
+    std::freopen((dir / "node.log").c_str(), "w", stdout);
+    std::freopen((dir / "node.log").c_str(), "a", stderr);
+    ::execl(bbnode.c_str(), "bbnode", "--listen", "tcp://127.0.0.1:0", "--keys", (dir / "keys").c_str(),
+            "--endpoint-file", (dir / "endpoint").c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::string endpoint;
+  for (int i = 0; i < 400 && endpoint.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    endpoint = bb::test::read_file(dir / "endpoint");
+  }
+  REQUIRE_FALSE(endpoint.empty());
+  auto port = endpoint.substr(endpoint.rfind(':') + 1);
+  port.pop_back();
+  bb::test::write_file(dir / "hosts.txt", "127.0.0.1:" + port + " slots=1\n");
+  auto sweep = [&](const std::string& keys, const std::string& name) {
+    bb::test::write_file(dir / (name + ".toml"), "[evaluator]\nstart_timeout_s = 5.0\n[nodes]\nkeys = \"" + keys + "\"\n");
+    auto line = bbcluster + " --nodes " + dir / "hosts.txt" + " --config " + dir / (name + ".toml")
+                + " --disable-output-logs >" + dir / (name + ".out") + " 2>&1";
+    int raw = std::system(line.c_str());
+    return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  };
+  // The coordinator's own key: served.
+  CHECK(sweep(dir / "keys", "right") == 0);
+  CHECK(bb::test::read_file(dir / "right.out").find("correctness score (mean pass rate over all operators): 1.00")
+        != std::string::npos);
+  // Another coordinator's keys: nothing comes back.
+  CHECK(sweep(dir / "other", "wrong") == 2);
+  CHECK(bb::test::read_file(dir / "wrong.out").find("did not answer") != std::string::npos);
+  // A client that knows the node's key but is not the coordinator: refused by the node.
+  std::filesystem::create_directories(dir / "mixed");
+  std::filesystem::copy_file(dir / "keys/node.pub", dir / "mixed/node.pub");
+  std::filesystem::copy_file(dir / "other/coordinator.key", dir / "mixed/coordinator.key");
+  CHECK(sweep(dir / "mixed", "mixed") == 2);
+  CHECK(bb::test::read_file(dir / "node.log").find("refused a peer whose key is not the coordinator's")
+        != std::string::npos);
+  // No keys at all: nothing either.
+  CHECK(sweep("", "none") == 2);
+  ::kill(node, SIGTERM);
+  CHECK(wait_exit(node, 20) == 0);
+}
