@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     // their own kernels).
     bb::local_node local;
     bb::cluster nodes;
-    if (f.nodes.empty()) {
+    if (f.nodes.empty() && f.launcher != "slurm") {
       local = bb::spawn_local_node(sys, s, "local", scratch);
     } else {
       bb::cluster_request creq{f.nodes, f.launcher, f.config, scratch, s};

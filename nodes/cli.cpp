@@ -32,7 +32,9 @@ void add_flags(CLI::App& app, flags& f) {
                               CLI::ignore_case));
   app.add_option("--data", f.data, "torchbench inputs: trace file, folder of traces, or .jsonl");
   app.add_option("--nodes", f.nodes, "hosts.txt (DeepSpeed hostfile format)");
-  app.add_option("--launcher", f.launcher, "how --nodes are started: none (already running) or local")
+  app.add_option("--launcher", f.launcher,
+                 "how nodes start: none (already running), local (on this machine), ssh, or slurm "
+                 "(inside an allocation, no hostfile needed)")
     ->check(CLI::IsMember({"none", "local", "ssh", "slurm"}));
   app.add_option("--config", f.config, "settings file (TOML), see configs/default.toml")
     ->check(CLI::ExistingFile);
@@ -45,8 +47,6 @@ void add_flags(CLI::App& app, flags& f) {
 std::string unavailable(const flags& f) {
   if (f.backend == "llm" || f.backend == "kernel_agent")
     return "--backend " + f.backend + " is not available in this version (aten, directory)";
-  if (f.launcher == "ssh" || f.launcher == "slurm")
-    return "--launcher " + f.launcher + " is not available in this version (none, local)";
   if (!f.resume.empty())
     return "--resume is not available in this version";
   return "";

@@ -13,39 +13,55 @@
 #include "core/config.hpp"
 #include "core/curve_keys.hpp"
 #include "core/hostfile.hpp"
+#include "core/slurm.hpp"
 #include "messages/errors.hpp"
 
 namespace bb {
 
 namespace {
 
-// Starts one bbnode on this machine on a free loopback port; returns its pid (or -1).
-pid_t launch_local(const host_entry& h, const cluster_request& req, const std::string& endpoint_file) {
-  // bbnode lies beside the runner this sweep uses.
+// bbnode beside the runner this sweep uses (on other machines: the same path).
+std::string bbnode_program(const cluster_request& req) {
   auto runner = req.s.runner.empty() ? default_runner_path() : req.s.runner;
-  auto program = (std::filesystem::path(runner).parent_path() / "bbnode").string();
-  auto logs = req.log_dir + "/nodes/" + h.host;
-  std::filesystem::create_directories(logs);
-  std::vector<std::string> words = {program, "--listen", "tcp://127.0.0.1:0", "--name", h.host,
-                                    "--devices", std::to_string(h.slots), "--endpoint-file",
-                                    endpoint_file, "--log-dir", logs};
-  if (!req.config.empty())
-    words.insert(words.end(), {"--config", req.config});
-  if (!req.s.node_keys.empty())
-    words.insert(words.end(), {"--keys", req.s.node_keys});
+  return (std::filesystem::path(runner).parent_path() / "bbnode").string();
+}
+
+// Runs a launcher's command in the background, its output to `log`; returns its pid.
+pid_t spawn(std::vector<std::string> words, const std::string& log) {
+  std::filesystem::create_directories(std::filesystem::path(log).parent_path());
   std::vector<char*> argv;
   for (auto& w : words)
     argv.push_back(w.data());
   argv.push_back(nullptr);
-  auto log = logs + "/bbnode.log";
   pid_t pid = ::fork();
   if (pid == 0) {
     std::freopen(log.c_str(), "a", stdout);
     std::freopen(log.c_str(), "a", stderr);
-    ::execv(argv[0], argv.data());
+    ::execvp(argv[0], argv.data());
     ::_exit(127);
   }
   return pid;
+}
+
+// The bbnode arguments every launcher passes on.
+std::vector<std::string> node_arguments(const cluster_request& req) {
+  std::vector<std::string> words;
+  if (!req.config.empty())
+    words.insert(words.end(), {"--config", std::filesystem::absolute(req.config).string()});
+  if (!req.s.node_keys.empty())
+    words.insert(words.end(), {"--keys", std::filesystem::absolute(req.s.node_keys).string()});
+  return words;
+}
+
+// Starts one bbnode on this machine on a free loopback port; returns its pid (or -1).
+pid_t launch_local(const host_entry& h, const cluster_request& req, const std::string& endpoint_file) {
+  auto logs = req.log_dir + "/nodes/" + h.host;
+  std::vector<std::string> words = {bbnode_program(req), "--listen", "tcp://127.0.0.1:0", "--name",
+                                    h.host, "--devices", std::to_string(h.slots), "--endpoint-file",
+                                    endpoint_file, "--log-dir", logs};
+  auto more = node_arguments(req);
+  words.insert(words.end(), more.begin(), more.end());
+  return spawn(words, logs + "/bbnode.log");
 }
 
 std::string wait_for_file(const std::string& path, double timeout_s) {
@@ -63,7 +79,33 @@ std::string wait_for_file(const std::string& path, double timeout_s) {
 } // namespace
 
 std::string open_cluster(caf::actor_system& sys, const cluster_request& req, cluster& out) {
-  auto hosts = load_hostfile(req.hostfile);
+  if ((req.launcher == "ssh" || req.launcher == "slurm") && req.s.node_keys.empty())
+    return "--launcher " + req.launcher + " starts nodes that listen beyond loopback: they need "
+           "CURVE keys (bbcluster keygen DIR, then nodes.keys = \"DIR\" in the --config file)";
+  hostfile hosts;
+  if (req.launcher == "slurm") {
+    // Inside an allocation: the nodes and their GPUs come from Slurm, one bbnode per node.
+    std::string why;
+    auto alloc = read_slurm_allocation(current_environment(), why);
+    if (!alloc)
+      return why;
+    for (auto& n : alloc->nodes)
+      hosts.hosts.push_back({n, static_cast<uint16_t>(req.s.node_port), std::max<uint32_t>(1, alloc->gpus_per_node), 0});
+    std::vector<std::string> words = {"srun", "--nodes", std::to_string(alloc->nodes.size()),
+                                      "--ntasks", std::to_string(alloc->nodes.size()),
+                                      "--ntasks-per-node", "1", "--kill-on-bad-exit=0",
+                                      bbnode_program(req), "--listen",
+                                      "tcp://0.0.0.0:" + std::to_string(req.s.node_port)};
+    if (alloc->gpus_per_node == 0)
+      words.insert(words.end(), {"--devices", "1"});
+    auto more = node_arguments(req);
+    words.insert(words.end(), more.begin(), more.end());
+    out.children.push_back(spawn(words, req.log_dir + "/nodes/srun.log"));
+    spdlog::info("bbcluster: Slurm job {}: bbnode on {} nodes through srun", alloc->job_id,
+                 alloc->nodes.size());
+  } else {
+    hosts = load_hostfile(req.hostfile);
+  }
   if (!hosts.errors.empty()) {
     std::string all;
     for (auto& e : hosts.errors)
@@ -90,13 +132,25 @@ std::string open_cluster(caf::actor_system& sys, const cluster_request& req, clu
       else
         endpoints.emplace_back(hosts.hosts[i].host, endpoint);
     }
-  } else if (req.launcher == "none") {
+  } else if (req.launcher == "ssh") {
+    // Each host runs bbnode through ssh; it listens on its port, and we connect to it.
+    for (auto& h : hosts.hosts) {
+      auto port = std::to_string(h.port ? h.port : req.s.node_port);
+      std::vector<std::string> words = {"ssh", "-o", "BatchMode=yes", "-tt", h.host, bbnode_program(req),
+                                        "--listen", "tcp://0.0.0.0:" + port, "--name", h.host,
+                                        "--devices", std::to_string(h.slots)};
+      auto more = node_arguments(req);
+      words.insert(words.end(), more.begin(), more.end());
+      out.children.push_back(spawn(words, req.log_dir + "/nodes/" + h.host + "/ssh.log"));
+    }
+  }
+  if (req.launcher == "none" || req.launcher == "ssh" || req.launcher == "slurm") {
     for (auto& h : hosts.hosts) {
       auto host = h.host.find(':') != std::string::npos ? "[" + h.host + "]" : h.host;
       endpoints.emplace_back(h.host, "tcp://" + host + ":" + std::to_string(h.port ? h.port : req.s.node_port));
     }
-  } else {
-    return "--launcher " + req.launcher + " is not available in this version (none, local)";
+  } else if (req.launcher != "local") {
+    return "unknown launcher '" + req.launcher + "' (none, local, ssh, slurm)";
   }
   curve_keypair mine, theirs;
   if (!req.s.node_keys.empty()) {

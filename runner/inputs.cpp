@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/core/jit_type.h>
 
 namespace bb::runner {
@@ -280,14 +281,34 @@ c10::IValue clone_value(const c10::IValue& v) {
   return v;
 }
 
+namespace {
+
+// A number where the schema wants a Tensor becomes a wrapped 0-d CPU tensor, as Python's
+// argument parser makes it for torch.ops.aten.div.Tensor(x, 8.0).
+c10::IValue tensor_if_wanted(c10::IValue v, const c10::Argument* formal) {
+  if (!formal || !(v.isDouble() || v.isInt() || v.isBool()))
+    return v;
+  auto type = unwrap_optional(formal->type());
+  if (type->kind() != c10::TypeKind::TensorType)
+    return v;
+  auto t = at::scalar_to_tensor(v.toScalar());
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return c10::IValue(t);
+}
+
+} // namespace
+
 std::vector<c10::IValue> make_stack(const built_call& call, const c10::FunctionSchema& schema) {
+  const auto& formals = schema.arguments();
   std::vector<c10::IValue> stack;
-  stack.reserve(schema.arguments().size());
-  for (auto& a : call.args)
-    stack.push_back(clone_value(a));
+  stack.reserve(formals.size());
+  for (size_t i = 0; i < call.args.size(); ++i)
+    stack.push_back(tensor_if_wanted(clone_value(call.args[i]), i < formals.size() ? &formals[i] : nullptr));
   std::unordered_map<std::string, c10::IValue> kwargs;
-  for (auto& [k, v] : call.kwargs)
-    kwargs.emplace(k, clone_value(v));
+  for (auto& [k, v] : call.kwargs) {
+    auto idx = schema.argumentIndexWithName(k);
+    kwargs.emplace(k, tensor_if_wanted(clone_value(v), idx ? &formals[*idx] : nullptr));
+  }
   schema.checkAndNormalizeInputs(stack, kwargs);
   return stack;
 }

@@ -89,6 +89,7 @@ TEST_CASE("GPU faults end their job, and the same evaluator then evaluates a cor
   REQUIRE(good.performance.size() == 1);
   CHECK(good.performance[0].successfully_ran);
   CHECK(good.where.device.rfind("cuda: ", 0) == 0);
-  CHECK(good.runner_restarts >= 1);
+  // A fresh runner after the lost context and one after the timeout, each checked first.
+  CHECK(hang.runner_restarts + side.runner_restarts + good.runner_restarts >= 2);
   self->send_exit(e, caf::exit_reason::user_shutdown);
 }

@@ -46,7 +46,10 @@ const char* mixed_trace =
   "cnt: 1, ((T([4], f32), 0, T([2], i64)), {})\n"
   "Operator: aten.add.Tensor\n"
   "cnt: 1, ((T([2], f32), T([2], f32),, {})\n"
-  "cnt: 1, ((T([2, 2], bf16), T([2], bf16)), {'alpha': 2})\n";
+  "cnt: 1, ((T([2, 2], bf16), T([2], bf16)), {'alpha': 2})\n"
+  // A number where the schema wants a Tensor, as Python passes it.
+  "Operator: aten.div.Tensor\n"
+  "cnt: 1, ((T([4, 4], f16), 8.0), {})\n";
 
 } // namespace
 
@@ -60,7 +63,7 @@ TEST_CASE("a torchbench sweep: runnable ops are scored, the rest skipped and sai
   INFO(r.err);
   REQUIRE(r.status == 0);
   CHECK(r.out.find("correctness score (mean pass rate over all operators): 1.00\n") == 0);
-  CHECK(r.out.find("3 of 5 operators skipped") != std::string::npos);
+  CHECK(r.out.find("3 of 6 operators skipped") != std::string::npos);
   CHECK(r.out.find("aten.mm.default: reference_error") != std::string::npos);
   CHECK(r.out.find("aten.no_such_op.default: unsupported op") != std::string::npos);
   CHECK(r.out.find("aten._sparse_coo_tensor_with_dims_and_tensors.default: unsupported") != std::string::npos);
