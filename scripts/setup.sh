@@ -24,6 +24,7 @@ debian_packages=(
   libcaf-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev
   catch2 libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   python3-dev python3-venv
+  openssh-client
 )
 
 install_debian_packages() {

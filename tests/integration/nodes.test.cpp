@@ -311,3 +311,29 @@ TEST_CASE("CURVE: a node with keys serves the coordinator's key and nobody else'
   ::kill(node, SIGTERM);
   CHECK(wait_exit(node, 20) == 0);
 }
+
+TEST_CASE("the slurm launcher inside a real allocation: one bbnode per node through srun",
+          "[integration][slurm]") {
+  if (std::system("sinfo -h >/dev/null 2>&1") != 0) {
+    WARN("no Slurm here: start one with tests/slurm/start.sh (scripts/test.sh does as root)");
+    return;
+  }
+  bb::test::temp_dir dir;
+  REQUIRE(std::system((bbcluster + " keygen " + dir / "keys >/dev/null").c_str()) == 0);
+  bb::test::write_file(dir / "slurm.toml", "[nodes]\nkeys = \"" + dir / "keys" + "\"\nport = 5611\n"
+                                           "[timing]\ncpu_warmup = 1\ncpu_runs = 3\n");
+  // Outside an allocation the launcher says how to get one.
+  auto outside = std::system(("env -u SLURM_JOB_ID " + bbcluster + " --launcher slurm --config " +
+                              dir / "slurm.toml" + " >" + dir / "outside.out 2>&1").c_str());
+  CHECK(WEXITSTATUS(outside) == 2);
+  CHECK(bb::test::read_file(dir / "outside.out").find("salloc or sbatch") != std::string::npos);
+  auto line = "timeout 120 salloc -N1 " + bbcluster + " --launcher slurm --config " + dir / "slurm.toml"
+              + " --log-dir " + dir / "run >" + dir / "out 2>&1";
+  int raw = std::system(line.c_str());
+  auto out = bb::test::read_file(dir / "out");
+  INFO(out);
+  CHECK(WEXITSTATUS(raw) == 0);
+  CHECK(out.find("correctness score (mean pass rate over all operators): 1.00") != std::string::npos);
+  CHECK(out.find("bbnode on 1 nodes through srun") != std::string::npos);
+  CHECK(out.find(":5611: 1 cpu slots") != std::string::npos);
+}
