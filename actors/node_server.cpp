@@ -39,17 +39,18 @@ constexpr const char* wake_endpoint = "inproc://bbnode-finished";
 struct finished_queue {
   struct item {
     std::string coordinator;
+    uint32_t slot;
     eval_result result;
   };
   std::mutex m;
   std::deque<item> items;
   zmq::context_t* ctx = nullptr;
 
-  void push(std::string coordinator, eval_result r) {
+  void push(std::string coordinator, uint32_t slot, eval_result r) {
     std::lock_guard<std::mutex> guard(m);
     if (!ctx)
       return;
-    items.push_back({std::move(coordinator), std::move(r)});
+    items.push_back({std::move(coordinator), slot, std::move(r)});
     // Wake the server thread: a one-byte message on an inproc socket it polls.
     zmq::socket_t wake(*ctx, zmq::socket_type::push);
     wake.set(zmq::sockopt::linger, 100);
@@ -155,9 +156,9 @@ std::string node_server::run() {
     sys_.spawn([=](caf::event_based_actor* self) mutable {
       auto evaluate = [=](eval_job j) {
         self->request(evaluator, evaluate_timeout, atom::evaluate_v, j)
-          .then([=](eval_result& r) { done->push(from, std::move(r)); },
+          .then([=](eval_result& r) { done->push(from, slot, std::move(r)); },
                 [=](caf::error& err) {
-                  done->push(from, failed_result(j, outcome::infra_error, "slot lost: " + describe(err)));
+                  done->push(from, slot, failed_result(j, outcome::infra_error, "slot lost: " + describe(err)));
                 });
       };
       if ((job.kernel.kind != "cpp" && job.kernel.kind != "cu") || !compiler) {
@@ -173,10 +174,10 @@ std::string node_server::run() {
               return;
             }
             auto why = out.status == "needs_cuda" ? outcome::needs_cuda : outcome::compile_failed;
-            done->push(from, failed_result(job, why, out.message));
+            done->push(from, slot, failed_result(job, why, out.message));
           },
           [=](caf::error& err) {
-            done->push(from, failed_result(job, outcome::compile_failed, describe(err)));
+            done->push(from, slot, failed_result(job, outcome::compile_failed, describe(err)));
           });
     });
   };
@@ -198,6 +199,7 @@ std::string node_server::run() {
       if (f.coordinator == coordinator)
         send(router, coordinator, [&] {
           auto m = reply("result");
+          m.slot = f.slot;
           m.result = std::move(f.result);
           return m;
         }());

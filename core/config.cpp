@@ -86,6 +86,7 @@ caf::error load_settings(const std::string& path, settings& out) {
     {"nodes.heartbeat_s", {bind(s.heartbeat_s), "a number"}},
     {"nodes.silence_s", {bind(s.node_silence_s), "a number"}},
     {"nodes.keys", {bind(s.node_keys), "a string"}},
+    {"nodes.ssh", {bind(s.ssh), "a string"}},
     {"compile.workers", {bind(s.compile_workers), "an integer"}},
     {"compile.timeout_s", {bind(s.compile_timeout_s), "a number"}},
     {"compile.cuda_arch", {bind(s.cuda_arch), "a string"}},

@@ -40,6 +40,7 @@ struct settings {
   double heartbeat_s = 1.0;       ///< heartbeat period, both ways
   double node_silence_s = 10.0;   ///< a node silent this long is lost; its jobs are requeued
   std::string node_keys;          ///< folder of `bbcluster keygen`; empty: no CURVE (loopback only)
+  std::string ssh = "ssh -o BatchMode=yes"; ///< the ssh launcher's command and options
   // [log]
   std::string log_level = "info";
 };

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -136,9 +137,13 @@ std::string open_cluster(caf::actor_system& sys, const cluster_request& req, clu
     // Each host runs bbnode through ssh; it listens on its port, and we connect to it.
     for (auto& h : hosts.hosts) {
       auto port = std::to_string(h.port ? h.port : req.s.node_port);
-      std::vector<std::string> words = {"ssh", "-o", "BatchMode=yes", "-tt", h.host, bbnode_program(req),
-                                        "--listen", "tcp://0.0.0.0:" + port, "--name", h.host,
-                                        "--devices", std::to_string(h.slots)};
+      std::vector<std::string> words;
+      std::istringstream ssh(req.s.ssh);
+      for (std::string w; ssh >> w;)
+        words.push_back(w);
+      // -tt: the remote bbnode gets a terminal, so it hangs up when the ssh session ends.
+      words.insert(words.end(), {"-tt", h.host, bbnode_program(req), "--listen", "tcp://0.0.0.0:" + port,
+                                 "--name", h.host, "--devices", std::to_string(h.slots)});
       auto more = node_arguments(req);
       words.insert(words.end(), more.begin(), more.end());
       out.children.push_back(spawn(words, req.log_dir + "/nodes/" + h.host + "/ssh.log"));

@@ -9,9 +9,10 @@ start=$(date +%s)
 "$here/scripts/setup.sh"
 built=$(date +%s)
 echo "[test] setup and build took $((built - start)) s" >&2
-# The Slurm launcher's test needs a Slurm: a one-machine one from Debian's packages (as root).
+# The launchers' tests need a Slurm and an sshd: one-machine ones from Debian's packages (as root).
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   "$here/tests/slurm/start.sh" >/dev/null || echo "[test] no Slurm could be started; its test will skip" >&2
+  "$here/tests/ssh/start.sh" >/dev/null || echo "[test] no sshd could be started; its test will skip" >&2
 fi
 cd "$build_dir"
 rc=0

@@ -197,7 +197,7 @@ TEST_CASE("bad command lines exit 2 with a one-line reason", "[integration]") {
 
 TEST_CASE("features of later versions refuse instead of being ignored", "[integration]") {
   bb::test::temp_dir dir;
-  for (auto flags : {"--backend llm", "--nodes hosts.txt --launcher slurm", "--resume somewhere"}) {
+  for (auto flags : {"--backend llm", "--backend kernel_agent", "--resume somewhere"}) {
     auto r = run(dir, bbcluster + " " + flags);
     INFO(flags);
     CHECK(r.status == 3);

@@ -337,3 +337,35 @@ TEST_CASE("the slurm launcher inside a real allocation: one bbnode per node thro
   CHECK(out.find("bbnode on 1 nodes through srun") != std::string::npos);
   CHECK(out.find(":5611: 1 cpu slots") != std::string::npos);
 }
+
+TEST_CASE("the ssh launcher starts bbnode through ssh and stops it after the sweep",
+          "[integration][ssh]") {
+  auto ssh = bb::test::read_file("/tmp/bbcluster-ssh/command");
+  if (ssh.empty() || std::system("kill -0 $(cat /tmp/bbcluster-ssh/sshd.pid 2>/dev/null) 2>/dev/null") != 0) {
+    WARN("no test sshd here: start one with tests/ssh/start.sh (scripts/test.sh does as root)");
+    return;
+  }
+  ssh.erase(ssh.find_last_not_of("\n") + 1);
+  bb::test::temp_dir dir;
+  REQUIRE(std::system((bbcluster + " keygen " + dir / "keys >/dev/null").c_str()) == 0);
+  bb::test::write_file(dir / "ssh.toml", "[nodes]\nkeys = \"" + dir / "keys" + "\"\nport = 5613\nssh = \"" + ssh
+                                           + "\"\n[timing]\ncpu_warmup = 1\ncpu_runs = 3\n");
+  bb::test::write_file(dir / "hosts.txt", "127.0.0.1 slots=2\n");
+  auto line = bbcluster + " --nodes " + dir / "hosts.txt" + " --launcher ssh --config " + dir / "ssh.toml"
+              + " --log-dir " + dir / "run >" + dir / "out 2>&1";
+  int raw = std::system(line.c_str());
+  auto out = bb::test::read_file(dir / "out");
+  INFO(out);
+  CHECK(WEXITSTATUS(raw) == 0);
+  CHECK(out.find("correctness score (mean pass rate over all operators): 1.00") != std::string::npos);
+  CHECK(out.find("node 127.0.0.1 at tcp://127.0.0.1:5613: 2 cpu slots") != std::string::npos);
+  // The remote bbnode ended with its ssh session.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  CHECK(std::system("pgrep -f 'bbnode --listen tcp://0.0.0.[0]:5613' >/dev/null") != 0);
+  // Without keys the launcher refuses: its nodes listen beyond loopback.
+  bb::test::write_file(dir / "nokeys.toml", "[nodes]\nssh = \"" + ssh + "\"\n");
+  auto refused = std::system((bbcluster + " --nodes " + dir / "hosts.txt" + " --launcher ssh --config "
+                              + dir / "nokeys.toml" + " >" + dir / "nokeys.out 2>&1").c_str());
+  CHECK(WEXITSTATUS(refused) == 2);
+  CHECK(bb::test::read_file(dir / "nokeys.out").find("need CURVE keys") != std::string::npos);
+}
