@@ -369,3 +369,72 @@ TEST_CASE("the ssh launcher starts bbnode through ssh and stops it after the swe
   CHECK(WEXITSTATUS(refused) == 2);
   CHECK(bb::test::read_file(dir / "nokeys.out").find("need CURVE keys") != std::string::npos);
 }
+
+TEST_CASE("a coordinator killed mid-sweep leaves its node ready for the next coordinator",
+          "[integration]") {
+  bb::test::temp_dir dir;
+  pid_t node = ::fork();
+  if (node == 0) {
+    std::freopen((dir / "node.log").c_str(), "w", stdout);
+    std::freopen((dir / "node.log").c_str(), "a", stderr);
+    ::execl(bbnode.c_str(), "bbnode", "--listen", "tcp://127.0.0.1:0", "--endpoint-file",
+            (dir / "endpoint").c_str(), "--coordinator-silence", "2", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::string endpoint;
+  for (int i = 0; i < 400 && endpoint.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    endpoint = bb::test::read_file(dir / "endpoint");
+  }
+  REQUIRE_FALSE(endpoint.empty());
+  auto port = endpoint.substr(endpoint.rfind(':') + 1);
+  port.pop_back();
+  bb::test::write_file(dir / "hosts.txt", "127.0.0.1:" + port + " slots=1\n");
+  bb::test::write_file(dir / "ops.txt", nine_ops);
+  bb::test::write_file(dir / "settings.toml", settings);
+  auto sweep = [&](const std::string& name) {
+    return bbcluster + " --suite torchbench --data " + dir / "ops.txt" + " --nodes " + dir / "hosts.txt"
+           + " --config " + dir / "settings.toml" + " --log-dir " + dir / name;
+  };
+  pid_t first = ::fork();
+  if (first == 0) {
+    std::freopen((dir / "first.out").c_str(), "w", stdout);
+    std::freopen((dir / "first.out").c_str(), "a", stderr);
+    ::execl("/bin/sh", "sh", "-c", ("exec " + sweep("first")).c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 600 && journal_lines(dir / "first/results.jsonl").empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(first, SIGKILL);
+  wait_exit(first, 10);
+  // The next coordinator gets the node and runs its whole sweep there.
+  int raw = std::system((sweep("second") + " >" + dir / "second.out 2>&1").c_str());
+  INFO(bb::test::read_file(dir / "second.out"));
+  CHECK(WEXITSTATUS(raw) == 0);
+  check_all_finished_ok(journal_lines(dir / "second/results.jsonl"));
+  ::kill(node, SIGTERM);
+  CHECK(wait_exit(node, 20) == 0);
+}
+
+TEST_CASE("every node lost: the sweep stops with partial reports and says so", "[integration]") {
+  bb::test::temp_dir dir;
+  auto sweep = start_sweep(dir);
+  auto nodes = nodes_once_busy(sweep, dir);
+  REQUIRE(nodes.size() == 3);
+  for (auto pid : nodes)
+    ::kill(pid, SIGKILL);
+  auto rc = wait_exit(sweep, 120);
+  auto err = bb::test::read_file(dir / "stderr");
+  INFO(err.substr(err.size() > 4000 ? err.size() - 4000 : 0));
+  CHECK(rc == 0);
+  CHECK(err.find("no evaluator left") != std::string::npos);
+  auto lines = journal_lines(dir / "run/results.jsonl");
+  size_t ok = 0, lost = 0;
+  for (auto& j : lines)
+    if (j["event"] == "job_finished")
+      (j["outcome"] == "ok" ? ok : lost) += 1;
+  CHECK(ok >= 1);
+  CHECK(lost >= 1);
+  CHECK(ok + lost == 9);
+  CHECK(std::filesystem::exists(dir / "run/OVERALL_SUMMARY.md"));
+}
