@@ -5,7 +5,8 @@ set -euo pipefail
 state=${BBCLUSTER_SSH_DIR:-/tmp/bbcluster-ssh}
 mkdir -p "$state"
 if [ ! -x /usr/sbin/sshd ]; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server >&2 \
+    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server >&2; }
 fi
 [ -f "$state/host_key" ] || ssh-keygen -q -t ed25519 -N "" -f "$state/host_key"
 [ -f "$state/client_key" ] || ssh-keygen -q -t ed25519 -N "" -f "$state/client_key"
