@@ -11,6 +11,7 @@
 #include <zmq.hpp>
 
 #include "core/results.hpp"
+#include "actors/zmq_wake.hpp"
 #include "messages/errors.hpp"
 
 namespace bb {
@@ -18,19 +19,6 @@ namespace bb {
 namespace {
 
 using clock = std::chrono::steady_clock;
-
-// zmq::poll over two items; false when a signal interrupted it (the caller loops again).
-template <size_t N>
-bool poll_some(zmq::pollitem_t (&items)[N], int timeout_ms) {
-  try {
-    zmq::poll(items, N, std::chrono::milliseconds(timeout_ms));
-    return true;
-  } catch (const zmq::error_t& e) {
-    if (e.num() == EINTR)
-      return false;
-    throw;
-  }
-}
 
 constexpr const char* wake_endpoint = "inproc://bbnode-finished";
 
@@ -51,11 +39,7 @@ struct finished_queue {
     if (!ctx)
       return;
     items.push_back({std::move(coordinator), slot, std::move(r)});
-    // Wake the server thread: a one-byte message on an inproc socket it polls.
-    zmq::socket_t wake(*ctx, zmq::socket_type::push);
-    wake.set(zmq::sockopt::linger, 100);
-    wake.connect(wake_endpoint);
-    wake.send(zmq::str_buffer("!"), zmq::send_flags::dontwait);
+    wake(*ctx, wake_endpoint);
   }
 
   std::deque<item> take() {
@@ -139,8 +123,8 @@ std::string node_server::run() {
   auto bound = router.get(zmq::sockopt::last_endpoint);
   if (cfg_.on_bound)
     cfg_.on_bound(bound);
-  zmq::socket_t wake(ctx, zmq::socket_type::pull);
-  wake.bind(wake_endpoint);
+  zmq::socket_t wakeups(ctx, zmq::socket_type::pull);
+  wakeups.bind(wake_endpoint);
   auto done = std::make_shared<finished_queue>();
   done->ctx = &ctx;
   std::string coordinator;
@@ -184,17 +168,14 @@ std::string node_server::run() {
 
   while (!stopping_) {
     zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},
-                               {wake.handle(), 0, ZMQ_POLLIN, 0},
+                               {wakeups.handle(), 0, ZMQ_POLLIN, 0},
                                {curve ? zap.handle() : nullptr, 0, static_cast<short>(curve ? ZMQ_POLLIN : 0), 0}};
     if (!poll_some(items, 200))
       continue;
     if (curve && (items[2].revents & ZMQ_POLLIN))
       answer_zap(zap, allowed);
-    if (items[1].revents & ZMQ_POLLIN) {
-      zmq::message_t byte;
-      while (wake.recv(byte, zmq::recv_flags::dontwait)) {
-      }
-    }
+    if (items[1].revents & ZMQ_POLLIN)
+      drain(wakeups);
     for (auto& f : done->take()) {
       if (f.coordinator == coordinator)
         send(router, coordinator, [&] {

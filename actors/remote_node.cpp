@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include "actors/zmq_wake.hpp"
 #include "messages/errors.hpp"
 
 namespace bb {
@@ -16,19 +17,6 @@ namespace bb {
 namespace {
 
 using clock = std::chrono::steady_clock;
-
-// zmq::poll over two items; false when a signal interrupted it (the caller loops again).
-template <size_t N>
-bool poll_some(zmq::pollitem_t (&items)[N], int timeout_ms) {
-  try {
-    zmq::poll(items, N, std::chrono::milliseconds(timeout_ms));
-    return true;
-  } catch (const zmq::error_t& e) {
-    if (e.num() == EINTR)
-      return false;
-    throw;
-  }
-}
 
 std::string wake_endpoint(const void* link) {
   return "inproc://bbcluster-link-" + std::to_string(reinterpret_cast<uintptr_t>(link));
@@ -49,10 +37,7 @@ struct remote_node::shared {
   void post(wire_message msg) {
     std::lock_guard<std::mutex> guard(m);
     outbox.push_back(std::move(msg));
-    zmq::socket_t wake(ctx, zmq::socket_type::push);
-    wake.set(zmq::sockopt::linger, 100);
-    wake.connect(wake_endpoint(this));
-    wake.send(zmq::str_buffer("!"), zmq::send_flags::dontwait);
+    wake(ctx, wake_endpoint(this));
   }
 };
 
@@ -139,8 +124,8 @@ caf::expected<std::vector<evaluator_actor>> remote_node::connect() {
     auto st = state_;
     zmq::socket_t dealer(st->ctx, zmq::socket_type::dealer);
     dealer.set(zmq::sockopt::linger, 0);
-    zmq::socket_t wake(st->ctx, zmq::socket_type::pull);
-    wake.bind(wake_endpoint(st.get()));
+    zmq::socket_t wakeups(st->ctx, zmq::socket_type::pull);
+    wakeups.bind(wake_endpoint(st.get()));
     if (!cfg_.node_key.empty()) {
       dealer.set(zmq::sockopt::curve_serverkey, cfg_.node_key);
       dealer.set(zmq::sockopt::curve_publickey, cfg_.public_key);
@@ -176,14 +161,11 @@ caf::expected<std::vector<evaluator_actor>> remote_node::connect() {
       connected = false;
     };
     while (!st->stopping) {
-      zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {wake.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {wakeups.handle(), 0, ZMQ_POLLIN, 0}};
       if (!poll_some(items, 100))
         continue;
-      if (items[1].revents & ZMQ_POLLIN) {
-        zmq::message_t byte;
-        while (wake.recv(byte, zmq::recv_flags::dontwait)) {
-        }
-      }
+      if (items[1].revents & ZMQ_POLLIN)
+        drain(wakeups);
       std::deque<wire_message> out;
       {
         std::lock_guard<std::mutex> guard(st->m);

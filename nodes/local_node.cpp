@@ -42,7 +42,7 @@ local_node spawn_local_node(caf::actor_system& sys, const settings& s, const std
   node.info.name = name;
   node.info.slots = static_cast<uint32_t>(slots);
   node.info.device = ecfg.device;
-  node.info.torch_version = default_toolchain().torch_version;
+  node.info.torch_version = pcfg.build.tools.torch_version;
   node.info.build = "bbcluster " BB_VERSION;
   return node;
 }

@@ -11,63 +11,20 @@
 
 #include <nlohmann/json.hpp>
 
-#include "support.hpp"
+#include "programs.hpp"
 
 using nlohmann::json;
+using bb::test::children_named;
+using bb::test::run;
 
 namespace {
 
-const std::string bbcluster = BB_BIN_DIR "/bbcluster";
-
-struct run_result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-// Runs a shell command line with stdout and stderr captured to files in `dir`.
-run_result run(const bb::test::temp_dir& dir, const std::string& command) {
-  auto line = command + " >" + dir / "stdout" + " 2>" + dir / "stderr" + " </dev/null";
-  int raw = std::system(line.c_str());
-  run_result r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = bb::test::read_file(dir / "stdout");
-  r.err = bb::test::read_file(dir / "stderr");
-  return r;
-}
-
-// The journal's lines of one event ("job_finished": the terminal ones).
+// The journal's terminal lines, or those of `event`.
 std::vector<json> journal(const std::string& path, const std::string& event = "job_finished") {
-  std::vector<json> out;
-  std::istringstream in(bb::test::read_file(path));
-  for (std::string line; std::getline(in, line);) {
-    auto j = json::parse(line);
-    if (j["event"] == event)
-      out.push_back(j);
-  }
-  return out;
+  return bb::test::journal_lines(path, event);
 }
 
-// Children of `parent` whose command name is `name`.
-std::vector<pid_t> children_named(pid_t parent, const std::string& name) {
-  std::vector<pid_t> out;
-  DIR* proc = ::opendir("/proc");
-  while (auto* entry = ::readdir(proc)) {
-    pid_t pid = std::atoi(entry->d_name);
-    if (pid <= 0)
-      continue;
-    auto stat = bb::test::read_file("/proc/" + std::to_string(pid) + "/stat");
-    auto open = stat.find('('), close = stat.rfind(')');
-    if (open == std::string::npos || close == std::string::npos)
-      continue;
-    auto comm = stat.substr(open + 1, close - open - 1);
-    pid_t ppid = std::atoi(stat.c_str() + close + 4);
-    if (comm == name && ppid == parent)
-      out.push_back(pid);
-  }
-  ::closedir(proc);
-  return out;
-}
+const std::string bbcluster = BB_BIN_DIR "/bbcluster";
 
 } // namespace
 

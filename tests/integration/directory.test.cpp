@@ -7,29 +7,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "support.hpp"
+#include "programs.hpp"
 
 using nlohmann::json;
+using bb::test::run;
 
 namespace {
 
 const std::string bbcluster = BB_BIN_DIR "/bbcluster";
 
-struct run_result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-run_result run(const bb::test::temp_dir& dir, const std::string& command) {
-  auto line = command + " >" + dir / "stdout" + " 2>" + dir / "stderr" + " </dev/null";
-  int raw = std::system(line.c_str());
-  run_result r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = bb::test::read_file(dir / "stdout");
-  r.err = bb::test::read_file(dir / "stderr");
-  return r;
-}
 
 // Small inputs for the operators of examples/kernels.
 const char* trace =

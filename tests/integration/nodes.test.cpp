@@ -14,9 +14,12 @@
 #include <zmq.hpp>
 
 #include "messages/wire.hpp"
-#include "support.hpp"
+#include "programs.hpp"
 
 using nlohmann::json;
+using bb::test::children_named;
+using bb::test::journal_lines;
+using bb::test::wait_exit;
 
 namespace {
 
@@ -39,23 +42,6 @@ const char* settings =
   "[nodes]\nheartbeat_s = 0.3\nsilence_s = 2.0\n"
   "[timing]\ncpu_warmup = 2\ncpu_runs = 100\ncpu_max_seconds = 0.5\n";
 
-std::vector<pid_t> children_named(pid_t parent, const std::string& name) {
-  std::vector<pid_t> out;
-  DIR* proc = ::opendir("/proc");
-  while (auto* entry = ::readdir(proc)) {
-    pid_t pid = std::atoi(entry->d_name);
-    if (pid <= 0)
-      continue;
-    auto stat = bb::test::read_file("/proc/" + std::to_string(pid) + "/stat");
-    auto open = stat.find('('), close = stat.rfind(')');
-    if (open == std::string::npos || close == std::string::npos)
-      continue;
-    if (stat.substr(open + 1, close - open - 1) == name && std::atoi(stat.c_str() + close + 4) == parent)
-      out.push_back(pid);
-  }
-  ::closedir(proc);
-  return out;
-}
 
 // bbcluster over three local nodes, in the background.
 pid_t start_sweep(const bb::test::temp_dir& dir) {
@@ -75,13 +61,6 @@ pid_t start_sweep(const bb::test::temp_dir& dir) {
   return pid;
 }
 
-std::vector<json> journal_lines(const std::string& path) {
-  std::vector<json> out;
-  std::istringstream in(bb::test::read_file(path));
-  for (std::string line; std::getline(in, line);)
-    out.push_back(json::parse(line));
-  return out;
-}
 
 // Waits for the first finished job, then returns the three bbnode pids.
 std::vector<pid_t> nodes_once_busy(pid_t sweep, const bb::test::temp_dir& dir) {
@@ -93,17 +72,6 @@ std::vector<pid_t> nodes_once_busy(pid_t sweep, const bb::test::temp_dir& dir) {
   return children_named(sweep, "bbnode");
 }
 
-int wait_exit(pid_t pid, int seconds) {
-  int status = 0;
-  for (int i = 0; i < seconds * 20; ++i) {
-    if (::waitpid(pid, &status, WNOHANG) == pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return -2;
-}
 
 void check_all_finished_ok(const std::vector<json>& lines) {
   std::map<std::string, std::string> finished;

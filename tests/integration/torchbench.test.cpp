@@ -4,30 +4,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "support.hpp"
+#include "programs.hpp"
 
 using nlohmann::json;
+using bb::test::run;
 
 namespace {
 
 const std::string bbcluster = BB_BIN_DIR "/bbcluster";
 const std::string bbrunner = BB_BIN_DIR "/bbrunner";
 
-struct run_result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-run_result run(const bb::test::temp_dir& dir, const std::string& command) {
-  auto line = command + " >" + dir / "stdout" + " 2>" + dir / "stderr" + " </dev/null";
-  int raw = std::system(line.c_str());
-  run_result r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = bb::test::read_file(dir / "stdout");
-  r.err = bb::test::read_file(dir / "stderr");
-  return r;
-}
 
 // Every kind of input that cannot count: a reference that rejects its input, an operator this
 // torch lacks, a sparse layout, an operator BackendBench skips, and a line that does not parse.
