@@ -10,6 +10,12 @@ generator_actor::behavior_type aten_generator(aten_generator_pointer) {
       a.hash = "aten";
       return a;
     },
+    // One kernel per operator: its evaluation is final.
+    [](atom::revise, eval_result& r) -> generation_step {
+      generation_step step;
+      step.result = std::move(r);
+      return step;
+    },
   };
 }
 

@@ -30,9 +30,32 @@ void finish_if_done(coordinator_pointer self) {
           [=](caf::error& err) { self->state.promise.deliver(err); });
 }
 
-// Records the end of one attempt: terminal results go to the reporter, faults are retried.
+void compile_then_queue(coordinator_pointer self, uint64_t id, artefact a);
+
+// The generator's word on an evaluated version: the operator's final result, or the next
+// version to evaluate.
+void follow(coordinator_pointer self, uint64_t id, generation_step step, eval_result evaluated) {
+  auto& st = self->state;
+  if (st.table.state_of(id) != job_table::state::reviewing)
+    return; // abandoned meanwhile (no evaluator left)
+  if (step.final) {
+    st.table.close(id);
+    self->send(st.reporter, atom::result_v, std::move(step.result));
+    finish_if_done(self);
+    return;
+  }
+  self->send(st.reporter, atom::revise_v, std::move(evaluated));
+  auto version = st.table.revise(id);
+  spdlog::info("coordinator: job {} ({}) goes on with version {}", id, st.table.job(id).op_name,
+               version);
+  compile_then_queue(self, id, std::move(step.next));
+}
+
+// Records the end of one attempt: faults are retried, evaluated versions go to the generator,
+// which makes them final (to the reporter) or writes the next version.
 void settle(coordinator_pointer self, eval_result result) {
   auto& st = self->state;
+  auto id = result.job_id;
   switch (st.table.finish(result)) {
     case job_table::verdict::stale:
       spdlog::debug("coordinator: ignoring stale result of job {} attempt {}", result.job_id,
@@ -44,7 +67,17 @@ void settle(coordinator_pointer self, eval_result result) {
       self->send(st.reporter, atom::requeue_v, std::move(result));
       return;
     case job_table::verdict::terminal:
-      self->send(st.reporter, atom::result_v, std::move(result));
+      if (st.cfg.numbered_versions)
+        result.version = st.table.version(id);
+      self->request(st.generator, st.cfg.generate_timeout, atom::revise_v, result)
+        .then([=](generation_step& step) { follow(self, id, std::move(step), result); },
+              [=](caf::error& err) {
+                spdlog::error("coordinator: generator did not answer for job {} ({}): {}; its "
+                              "last version stands", id, result.op_name, describe(err));
+                generation_step step;
+                step.result = result;
+                follow(self, id, std::move(step), result);
+              });
       return;
   }
 }
@@ -115,6 +148,14 @@ void dispatch(coordinator_pointer self) {
 // fails ends the job. Compiles thus run ahead while evaluators work on earlier jobs.
 void compile_then_queue(coordinator_pointer self, uint64_t id, artefact a) {
   auto& st = self->state;
+  if (a.kind == "none") {
+    // The generator has no kernel for this version: a failed result, which goes back to it.
+    auto job = st.table.job(id);
+    job.kernel = a;
+    settle(self, failed_result(job, outcome::no_kernel, a.source));
+    finish_if_done(self);
+    return;
+  }
   if ((a.kind != "cpp" && a.kind != "cu") || !st.compiler) {
     st.table.set_artefact(id, std::move(a));
     dispatch(self);

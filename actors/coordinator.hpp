@@ -19,7 +19,10 @@ struct coordinator_config {
   uint32_t max_attempts = 2;
   /// Bound on one evaluate request; past it the evaluator counts as lost.
   caf::timespan evaluate_timeout = std::chrono::hours(1);
+  /// Bound on one generator request (a generative backend bounds its own work).
   caf::timespan generate_timeout = std::chrono::minutes(10);
+  /// The generator writes kernel versions (v1, v2, ...): results carry their version.
+  bool numbered_versions = false;
   caf::timespan compile_timeout = std::chrono::minutes(30);
 };
 
@@ -48,9 +51,10 @@ struct coordinator_state {
 using coordinator_pointer = coordinator_actor::stateful_pointer<coordinator_state>;
 
 /// Splits the suite into one job per operator, asks the generator for each kernel, has native
-/// kernels built by the compile pool, hands
-/// jobs to idle evaluators, retries runner faults, and sends every terminal result to the
-/// reporter. Answers `run` once every job is terminal and the reports are written.
+/// kernels built by the compile pool, hands jobs to idle evaluators and retries runner
+/// faults. Each evaluated version goes back to the generator, which makes it final (sent to
+/// the reporter) or writes the next version. Answers `run` once every job is terminal and
+/// the reports are written.
 coordinator_actor::behavior_type coordinator(coordinator_pointer self, coordinator_config cfg,
                                              generator_actor generator,
                                              std::vector<evaluator_actor> evaluators,

@@ -15,6 +15,12 @@ generator_actor::behavior_type directory_generator(directory_generator_pointer s
         return make_error(errc::bad_input, "no kernel for " + op_name + " in the directory");
       return it->second;
     },
+    // One kernel per operator: its evaluation is final.
+    [](atom::revise, eval_result& r) -> generation_step {
+      generation_step step;
+      step.result = std::move(r);
+      return step;
+    },
   };
 }
 

@@ -58,9 +58,29 @@ job_table::verdict job_table::finish(const eval_result& result) {
     queue_.push_back(result.job_id);
     return verdict::retry;
   }
+  e.st = state::reviewing;
+  return verdict::terminal;
+}
+
+void job_table::close(uint64_t id) {
+  auto& e = jobs_.at(id);
+  if (e.st == state::done)
+    return;
+  if (e.st == state::queued)
+    queue_.erase(std::find(queue_.begin(), queue_.end(), id));
   e.st = state::done;
   ++done_;
-  return verdict::terminal;
+}
+
+uint32_t job_table::revise(uint64_t id) {
+  auto& e = jobs_.at(id);
+  if (e.st == state::reviewing) {
+    e.st = state::generating;
+    e.faults = 0;
+    e.infra_retries = 0;
+    ++e.version;
+  }
+  return e.version;
 }
 
 eval_job job_table::abandon(uint64_t id) {

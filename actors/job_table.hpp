@@ -16,7 +16,7 @@ namespace bb {
 
 class job_table {
 public:
-  enum class state { generating, queued, running, done };
+  enum class state { generating, queued, running, reviewing, done };
 
   /// `max_attempts` bounds the attempts of a job whose runner crashed or timed out (a kernel
   /// fault until proven otherwise); `max_infra_retries` bounds the retries after an
@@ -38,9 +38,23 @@ public:
   enum class verdict { terminal, retry, stale };
 
   /// Records the end of an attempt. A crash, timeout or infrastructure failure goes back to
-  /// the queue while attempts remain (retry); anything else is terminal. A result for an
-  /// attempt that is no longer running (a late duplicate) is stale and changes nothing.
+  /// the queue while attempts remain (retry); anything else is terminal: the kernel version
+  /// is evaluated and the job waits in `reviewing` for its generator's word (`close` or
+  /// `revise`). A result for an attempt that is no longer running (a late duplicate) is
+  /// stale and changes nothing.
   verdict finish(const eval_result& result);
+
+  /// The generator made its result final: the job is done.
+  void close(uint64_t id);
+
+  /// The generator writes another version: the job waits for its artefact again, with fresh
+  /// fault bounds (a new kernel); returns the new version number.
+  uint32_t revise(uint64_t id);
+
+  /// The kernel version the job evaluates (1, 2, ...).
+  uint32_t version(uint64_t id) const {
+    return jobs_.at(id).version;
+  }
 
   /// Ends a job that will not run (no evaluator left): it is done, whatever its state.
   /// Returns it as last sent, for its failure record.
@@ -84,6 +98,7 @@ private:
     /// Attempts ended by a crash or timeout, and retries after infrastructure failures.
     uint32_t faults = 0;
     uint32_t infra_retries = 0;
+    uint32_t version = 1;
   };
   uint32_t max_attempts_;
   uint32_t max_infra_retries_;

@@ -58,14 +58,25 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
       // An op this torch lacks is skipped, not failed.
       if (r.outcome != "ok" && r.outcome != "unsupported" && r.outcome != "needs_cuda")
         ++st.failed_jobs;
-      spdlog::info("reporter: [{}/{}] {} attempt {}: {}", st.results.size() + 1,
-                   st.cfg.expected_jobs, r.op_name, r.attempt, summarize(r));
+      if (r.version > 0)
+        spdlog::info("reporter: [{}/{}] {} final version {}: {}", st.results.size() + 1,
+                     st.cfg.expected_jobs, r.op_name, r.version, summarize(r));
+      else
+        spdlog::info("reporter: [{}/{}] {} attempt {}: {}", st.results.size() + 1,
+                     st.cfg.expected_jobs, r.op_name, r.attempt, summarize(r));
       st.results.push_back(std::move(r));
     },
     [=](atom::requeue, const eval_result& r) {
       auto& st = self->state;
       if (st.journal.is_open() && !st.journal.append(r, "job_requeued"))
         spdlog::error("reporter: cannot append to {}/results.jsonl", st.cfg.log_dir);
+    },
+    [=](atom::revise, const eval_result& r) {
+      auto& st = self->state;
+      if (st.journal.is_open() && !st.journal.append(r, "version_evaluated"))
+        spdlog::error("reporter: cannot append to {}/results.jsonl", st.cfg.log_dir);
+      spdlog::info("reporter: {} version {}: {}; feedback goes to its generator", r.op_name,
+                   r.version, summarize(r));
     },
     [=](atom::finish) -> sweep_report {
       auto& st = self->state;

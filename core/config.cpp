@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 #include <unistd.h>
 
+#include "bb_build_config.hpp"
 #include "messages/errors.hpp"
 
 namespace bb {
@@ -92,6 +93,26 @@ caf::error load_settings(const std::string& path, settings& out) {
     {"compile.cuda_arch", {bind(s.cuda_arch), "a string"}},
     {"compile.precompiled_header", {bind(s.precompiled_header), "a boolean"}},
     {"log.level", {bind(s.log_level), "a string"}},
+    {"generate.attempts", {bind(s.attempts), "an integer"}},
+    {"generate.improve_when_slow", {bind(s.improve_when_slow), "a boolean"}},
+    {"generate.authors", {bind(s.authors), "an integer"}},
+    {"generate.run_folder_dir", {bind(s.run_folder_dir), "a string"}},
+    {"llm.provider", {bind(s.llm_provider), "a string"}},
+    {"llm.base_url", {bind(s.llm_base_url), "a string"}},
+    {"llm.model", {bind(s.llm_model), "a string"}},
+    {"llm.dsl", {bind(s.llm_dsl), "a string"}},
+    {"llm.timeout_s", {bind(s.llm_timeout_s), "a number"}},
+    {"llm.max_retries", {bind(s.llm_max_retries), "an integer"}},
+    {"llm.backoff_s", {bind(s.llm_backoff_s), "a number"}},
+    {"llm.max_backoff_s", {bind(s.llm_max_backoff_s), "a number"}},
+    {"llm.max_tokens", {bind(s.llm_max_tokens), "an integer"}},
+    {"llm.temperature", {bind(s.llm_temperature), "a number"}},
+    {"kernel_agent.python", {bind(s.ka_python), "a string"}},
+    {"kernel_agent.workers", {bind(s.ka_workers), "an integer"}},
+    {"kernel_agent.max_rounds", {bind(s.ka_max_rounds), "an integer"}},
+    {"kernel_agent.timeout_s", {bind(s.ka_timeout_s), "a number"}},
+    {"kernel_agent.max_retries", {bind(s.ka_max_retries), "an integer"}},
+    {"kernel_agent.backoff_s", {bind(s.ka_backoff_s), "a number"}},
   };
   toml::table root;
   try {
@@ -121,6 +142,10 @@ caf::error load_settings(const std::string& path, settings& out) {
   }
   out = s;
   return {};
+}
+
+std::string build_python() {
+  return BB_PYTHON;
 }
 
 std::string default_runner_path() {
@@ -178,6 +203,19 @@ caf::error validate(const settings& s) {
     return bad("nodes.port must be 1..65535, nodes.heartbeat_s positive and nodes.silence_s above it");
   if (s.cpu_max_seconds < 0)
     return bad("timing.cpu_max_seconds must be >= 0");
+  if (s.attempts < 1 || s.authors < 1)
+    return bad("generate.attempts (--llm-attempts) and generate.authors must be >= 1");
+  if (s.llm_provider != "openai" && s.llm_provider != "anthropic")
+    return bad("llm.provider must be openai or anthropic, not '" + s.llm_provider + "'");
+  if (s.llm_dsl != "triton" && s.llm_dsl != "pytorch" && s.llm_dsl != "cuda")
+    return bad("llm.dsl must be triton, pytorch or cuda, not '" + s.llm_dsl + "'");
+  if (s.llm_timeout_s <= 0 || s.llm_max_retries < 0 || s.llm_backoff_s < 0 || s.llm_max_tokens < 1)
+    return bad("llm.timeout_s and llm.max_tokens must be positive, llm.max_retries and "
+               "llm.backoff_s >= 0");
+  if (s.ka_workers < 1 || s.ka_max_rounds < 1 || s.ka_timeout_s <= 0 || s.ka_max_retries < 0
+      || s.ka_backoff_s < 0)
+    return bad("kernel_agent.workers, max_rounds and timeout_s must be positive, max_retries "
+               "and backoff_s >= 0");
   static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   for (auto l : levels)
     if (s.log_level == l)

@@ -41,9 +41,35 @@ struct settings {
   double node_silence_s = 10.0;   ///< a node silent this long is lost; its jobs are requeued
   std::string node_keys;          ///< folder of `bbcluster keygen`; empty: no CURVE (loopback only)
   std::string ssh = "ssh -o BatchMode=yes"; ///< the ssh launcher's command and options
+  // [generate]: the llm and kernel_agent backends
+  int64_t attempts = 5;             ///< kernel versions per operator (--llm-attempts)
+  bool improve_when_slow = false;   ///< another version when the best correct one is not faster than p
+  int64_t authors = 4;              ///< requests or agents in flight at once
+  std::string run_folder_dir;       ///< where <backend>_run_<timestamp>/ goes; "": the run folder
+  // [llm]
+  std::string llm_provider = "openai"; ///< "openai" (chat completions) or "anthropic"
+  std::string llm_base_url;         ///< "": $OPENAI_BASE_URL, else the provider's API
+  std::string llm_model;            ///< --llm-model
+  std::string llm_dsl = "triton";   ///< triton, pytorch or cuda
+  double llm_timeout_s = 600.0;     ///< one request
+  int64_t llm_max_retries = 5;      ///< after 429, 5xx or a transport failure
+  double llm_backoff_s = 2.0;       ///< first retry delay, doubled each time (Retry-After wins)
+  double llm_max_backoff_s = 120.0;
+  int64_t llm_max_tokens = 8192;
+  double llm_temperature = 0.2;
+  // [kernel_agent]
+  std::string ka_python;            ///< Python with triton_kernel_agent; "": the build's Python
+  int64_t ka_workers = 4;           ///< --kernel-agent-workers
+  int64_t ka_max_rounds = 10;       ///< --kernel-agent-max-rounds
+  double ka_timeout_s = 3600.0;     ///< one agent run for one operator
+  int64_t ka_max_retries = 2;       ///< after a crashed or hung agent
+  double ka_backoff_s = 10.0;
   // [log]
   std::string log_level = "info";
 };
+
+/// The Python this build of bbcluster was made with (its torch provides libtorch).
+std::string build_python();
 
 /// Loads `path` over `out`. An unknown key, a wrong type or bad TOML is an error naming the
 /// file, line and key; `out` keeps its values for keys the file does not set.

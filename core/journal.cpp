@@ -74,6 +74,8 @@ void to_json(nlohmann::json& j, const eval_result& x) {
        {"wall_seconds", x.wall_seconds},
        {"flags", x.flags},
        {"runner_restarts", x.runner_restarts}};
+  if (x.version > 0)
+    j["version"] = x.version;
 }
 
 void from_json(const nlohmann::json& j, eval_result& x) {
@@ -91,6 +93,8 @@ void from_json(const nlohmann::json& j, eval_result& x) {
     j.at("flags").get_to(x.flags);
   if (j.contains("runner_restarts"))
     j.at("runner_restarts").get_to(x.runner_restarts);
+  if (j.contains("version"))
+    j.at("version").get_to(x.version);
 }
 
 std::string journal_line(const eval_result& r, const std::string& event) {

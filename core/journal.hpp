@@ -32,8 +32,10 @@ public:
   /// Opens `path` for appending; false (and errno set) on failure.
   bool open(const std::string& path);
 
-  /// Writes one line for `r`: event "job_finished" (terminal) or "job_requeued" (an attempt
-  /// that ended in a runner or node fault and goes back to the queue); false on a write error.
+  /// Writes one line for `r`: event "job_finished" (terminal), "job_requeued" (an attempt
+  /// that ended in a runner or node fault and goes back to the queue) or "version_evaluated"
+  /// (a generated kernel version whose evaluation goes back to its generator as feedback);
+  /// false on a write error.
   bool append(const eval_result& r, const std::string& event = "job_finished");
 
   bool is_open() const {

@@ -68,6 +68,10 @@ kernel_dir_scan scan_kernel_dir(const std::string& dir) {
     auto folder = folder_path.filename().string();
     if (folder.empty() || folder[0] == '.' || folder == "__pycache__")
       continue;
+    // A generative campaign's run folder holds its agents' logs and sessions beside the
+    // operator folders.
+    if (folder == "agent_logs" || folder.find("_session_") != std::string::npos)
+      continue;
     std::vector<std::string> files;
     for (auto& f : fs::directory_iterator(folder_path, ec)) {
       auto name = f.path().filename().string();

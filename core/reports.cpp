@@ -27,8 +27,9 @@ std::string fmt2(double x) {
   return buf;
 }
 
-// Writes through a temporary and renames, so a reader never sees half a file.
-std::string write_file(const std::filesystem::path& path, const std::string& text) {
+} // namespace
+
+std::string write_file_atomically(const std::filesystem::path& path, const std::string& text) {
   auto tmp = path;
   tmp += ".tmp";
   {
@@ -41,6 +42,8 @@ std::string write_file(const std::filesystem::path& path, const std::string& tex
   std::filesystem::rename(tmp, path, ec);
   return ec ? "cannot rename " + tmp.string() + ": " + ec.message() : "";
 }
+
+namespace {
 
 std::string dump(const json& j) {
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
@@ -250,10 +253,10 @@ std::string write_reports(const std::string& dir, const std::string& command,
     }
   }
   std::filesystem::path base(dir);
-  for (auto err : {write_file(base / "full_results.json", dump(sorted_by_op_and_args(all))),
-                   write_file(base / "failed_tests.json", dump(sorted_by_op_and_args(failed))),
-                   write_file(base / "operator_summary.csv", summary_csv(by_op)),
-                   write_file(base / "OVERALL_SUMMARY.md", overall_summary(command, by_op, s, results))})
+  for (auto err : {write_file_atomically(base / "full_results.json", dump(sorted_by_op_and_args(all))),
+                   write_file_atomically(base / "failed_tests.json", dump(sorted_by_op_and_args(failed))),
+                   write_file_atomically(base / "operator_summary.csv", summary_csv(by_op)),
+                   write_file_atomically(base / "OVERALL_SUMMARY.md", overall_summary(command, by_op, s, results))})
     if (!err.empty())
       return err;
   return "";

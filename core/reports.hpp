@@ -3,6 +3,7 @@
 // BackendBench's report files (output.py): OVERALL_SUMMARY.md, full_results.json,
 // operator_summary.csv, failed_tests.json, with BackendBench's field names.
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,9 @@
 #include "messages/records.hpp"
 
 namespace bb {
+
+/// Writes through a temporary and renames, so a reader never sees half a file; "" or why not.
+std::string write_file_atomically(const std::filesystem::path& path, const std::string& text);
 
 /// Writes the four report files into `dir` (created if missing). Returns an empty string on
 /// success, else what failed and where.

@@ -29,6 +29,9 @@ enum class outcome : uint8_t {
   /// A CUDA kernel on a node without a GPU (or without nvcc): not evaluated here.
   needs_cuda,
   infra_error,
+  /// A generative backend produced no kernel for this attempt (no code in the reply, the
+  /// agent failed, the request failed): counts as a failed operator.
+  no_kernel,
 };
 
 inline const char* to_string(outcome x) {
@@ -45,12 +48,13 @@ inline const char* to_string(outcome x) {
     case outcome::unsupported: return "unsupported";
     case outcome::needs_cuda: return "needs_cuda";
     case outcome::infra_error: return "infra_error";
+    case outcome::no_kernel: return "no_kernel";
   }
   return "unknown";
 }
 
 inline bool from_string(const std::string& s, outcome& x) {
-  for (int i = 0; i <= static_cast<int>(outcome::infra_error); ++i) {
+  for (int i = 0; i <= static_cast<int>(outcome::no_kernel); ++i) {
     auto candidate = static_cast<outcome>(i);
     if (s == to_string(candidate)) {
       x = candidate;
@@ -158,8 +162,10 @@ struct eval_result {
   std::vector<std::string> flags;
   /// Runners the evaluator had to start afresh (after a fault) before this result.
   uint32_t runner_restarts = 0;
+  /// Which kernel version of a generative backend this evaluates (v1, v2, ...); 0 otherwise.
+  uint32_t version = 0;
   MSGPACK_DEFINE_MAP(job_id, attempt, op_name, outcome, detail, correctness, performance, where,
-                     wall_seconds, flags, runner_restarts);
+                     wall_seconds, flags, runner_restarts, version);
 };
 
 /// Packs any msgpack-defined value into a byte string.

@@ -12,6 +12,7 @@
 #include <caf/type_id.hpp>
 #include <caf/typed_actor.hpp>
 
+#include "messages/generation.hpp"
 #include "messages/records.hpp"
 
 namespace bb {
@@ -68,7 +69,28 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
   return f(caf::meta::type_name("eval_result"), x.job_id, x.attempt, x.op_name, x.outcome,
            x.detail, x.correctness, x.performance, x.where, x.wall_seconds, x.flags,
-           x.runner_restarts);
+           x.runner_restarts, x.version);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, op_brief& x) {
+  return f(caf::meta::type_name("op_brief"), x.op_name, x.folder, x.schema, x.examples);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, author_request& x) {
+  return f(caf::meta::type_name("author_request"), x.op, x.version, x.feedback, x.log_dir);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, author_reply& x) {
+  return f(caf::meta::type_name("author_reply"), x.code, x.kind, x.why, x.transient,
+           x.session_dir, x.note, x.tries, x.seconds);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, generation_step& x) {
+  return f(caf::meta::type_name("generation_step"), x.final, x.result, x.next);
 }
 
 template <class Inspector>
@@ -87,6 +109,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(bb, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(bb, (bb::eval_result))
   CAF_ADD_TYPE_ID(bb, (bb::sweep_report))
   CAF_ADD_TYPE_ID(bb, (bb::compile_outcome))
+  CAF_ADD_TYPE_ID(bb, (bb::op_brief))
+  CAF_ADD_TYPE_ID(bb, (bb::author_request))
+  CAF_ADD_TYPE_ID(bb, (bb::author_reply))
+  CAF_ADD_TYPE_ID(bb, (bb::generation_step))
   CAF_ADD_ATOM(bb, bb::atom, evaluate, "evaluate")
   CAF_ADD_ATOM(bb, bb::atom, generate, "generate")
   CAF_ADD_ATOM(bb, bb::atom, result, "result")
@@ -98,6 +124,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(bb, caf::first_custom_type_id)
   CAF_ADD_ATOM(bb, bb::atom, lost, "lost")
   CAF_ADD_ATOM(bb, bb::atom, join, "join")
   CAF_ADD_ATOM(bb, bb::atom, requeue, "requeue")
+  CAF_ADD_ATOM(bb, bb::atom, revise, "revise")
+  CAF_ADD_ATOM(bb, bb::atom, write, "write")
 CAF_END_TYPE_ID_BLOCK(bb)
 
 namespace bb {
@@ -109,10 +137,19 @@ using evaluator_actor = caf::typed_actor<
   // Liveness probe.
   caf::replies_to<atom::ping>::with<atom::pong>>;
 
-/// The GENERATOR actor: turns an operator into a kernel artefact.
+/// The GENERATOR actor: turns an operator into kernel artefacts, one version at a time.
 using generator_actor = caf::typed_actor<
-  // Produce the kernel to evaluate for one operator (full name, e.g. aten.relu.default).
-  caf::replies_to<atom::generate, std::string>::with<artefact>>;
+  // Produce the first kernel to evaluate for one operator (full name: aten.relu.default);
+  // kind "none" when there is no kernel (its source says why).
+  caf::replies_to<atom::generate, std::string>::with<artefact>,
+  // The evaluation of the latest version: the next version to evaluate, or the final result.
+  caf::replies_to<atom::revise, eval_result>::with<generation_step>>;
+
+/// An AUTHOR actor (detached: it blocks on HTTP or on an agent process): writes one version
+/// of one operator's kernel.
+using author_actor = caf::typed_actor<
+  // Write the kernel asked for; always answers, with code or with why there is none.
+  caf::replies_to<atom::write, author_request>::with<author_reply>>;
 
 /// The COMPILE POOL actor: builds native artefacts on CPU workers beside the evaluators.
 using compile_pool_actor = caf::typed_actor<
@@ -125,6 +162,8 @@ using reporter_actor = caf::typed_actor<
   caf::reacts_to<atom::result, eval_result>,
   // Record an attempt that failed as a whole and goes back to the queue: journal line.
   caf::reacts_to<atom::requeue, eval_result>,
+  // Record an evaluated kernel version that goes back to its generator: journal line.
+  caf::reacts_to<atom::revise, eval_result>,
   // All jobs are terminal: write the reports and answer with the scores.
   caf::replies_to<atom::finish>::with<sweep_report>>;
 

@@ -117,12 +117,30 @@ int main(int argc, char** argv) {
       }
       local.evaluators = nodes.slots;
     }
+    bb::cli::generative_backend generative;
+    bb::generator_actor generator;
+    bool generative_run = f.backend == "llm" || f.backend == "kernel_agent";
+    if (generative_run) {
+      auto err = bb::cli::spawn_generative(sys, f, s, plan, run_dir, command, generative);
+      if (!err.empty()) {
+        std::cerr << "bbcluster: " << err << "\n";
+        bb::close_cluster(nodes);
+        bb::stop_local_node(sys, local);
+        return 2;
+      }
+      generator = generative.generator;
+    } else {
+      generator = f.backend == "directory" ? sys.spawn(bb::directory_generator, kernels)
+                                           : sys.spawn(bb::aten_generator);
+    }
     auto reporter = sys.spawn(bb::reporter, bb::reporter_config{run_dir, command, s.p,
                                                                 plan.work.ops.size()});
-    bb::generator_actor generator = f.backend == "directory"
-                                      ? sys.spawn(bb::directory_generator, kernels)
-                                      : sys.spawn(bb::aten_generator);
     bb::coordinator_config ccfg;
+    if (generative_run) {
+      // The generative layer bounds its authors itself; requests wait their turn there.
+      ccfg.generate_timeout = std::chrono::hours(24 * 30);
+      ccfg.numbered_versions = true;
+    }
     ccfg.work = plan.work;
     ccfg.max_attempts = static_cast<uint32_t>(s.max_attempts);
     ccfg.evaluate_timeout = std::chrono::duration_cast<caf::timespan>(
@@ -142,6 +160,9 @@ int main(int argc, char** argv) {
                          "build, load or finish; see failed_tests.json)", report.failed_jobs, report.jobs);
           if (!report.log_dir.empty())
             spdlog::info("bbcluster: reports in {}", std::filesystem::absolute(report.log_dir).string());
+          if (!generative.run_folder.empty())
+            spdlog::info("bbcluster: kernels in {}; evaluate them again with --backend directory "
+                         "--ops-directory {}", generative.run_folder, generative.run_folder);
         },
         [&](caf::error& err) {
           spdlog::error("bbcluster: sweep failed: {}", bb::describe(err));
@@ -151,6 +172,8 @@ int main(int argc, char** argv) {
     bb::close_cluster(nodes);
     bb::stop_local_node(sys, local);
     self->send_exit(generator, caf::exit_reason::user_shutdown);
+    for (auto& a : generative.authors)
+      self->send_exit(a, caf::exit_reason::user_shutdown);
     self->send_exit(reporter, caf::exit_reason::user_shutdown);
   }
   // The actor system is gone: no runner writes its log any more.

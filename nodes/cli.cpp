@@ -19,10 +19,24 @@ void add_flags(CLI::App& app, flags& f) {
   app.add_option("--ops", f.ops, "comma-separated operators (full name, without aten., or base name)");
   app.add_option("--topn-inputs,--topn", f.topn, "keep the N largest inputs per operator")
     ->check(CLI::NonNegativeNumber);
-  app.add_option("--llm-attempts", f.llm_attempts, "attempts per operator (llm backend)");
+  app.add_option("--llm-attempts", f.llm_attempts,
+                 "kernel versions per operator, each after feedback on the last (llm, kernel_agent)")
+    ->check(CLI::PositiveNumber);
   app.add_option("--llm-model", f.llm_model, "model name (llm backend)");
-  app.add_option("--kernel-agent-workers", f.ka_workers, "KernelAgent workers");
-  app.add_option("--kernel-agent-max-rounds", f.ka_max_rounds, "KernelAgent rounds per worker");
+  app.add_option("--llm-provider", f.llm_provider,
+                 "openai (chat completions: OpenAI, vLLM, Ollama, llama.cpp, relays) or anthropic")
+    ->check(CLI::IsMember({"openai", "anthropic"}));
+  app.add_option("--llm-base-url", f.llm_base_url,
+                 "the model server's base URL, e.g. http://127.0.0.1:8000/v1 (default: "
+                 "$OPENAI_BASE_URL or the provider's API)");
+  app.add_option("--llm-dsl", f.llm_dsl, "kernel language asked of the model")
+    ->check(CLI::IsMember({"triton", "pytorch", "cuda"}));
+  app.add_option("--kernel-agent-workers", f.ka_workers, "KernelAgent workers")
+    ->check(CLI::PositiveNumber);
+  app.add_option("--kernel-agent-max-rounds", f.ka_max_rounds, "KernelAgent rounds per worker")
+    ->check(CLI::PositiveNumber);
+  app.add_option("--kernel-agent-python", f.ka_python,
+                 "the Python that has KernelAgent (triton_kernel_agent)");
   app.add_option("--ops-directory", f.ops_directory, "kernel folder (directory backend)");
   app.add_option("--log-dir", f.log_dir, "run folder (default backendbench_output_<timestamp>)");
   app.add_flag("--disable-output-logs", f.disable_output_logs, "write no report files");
@@ -45,8 +59,6 @@ void add_flags(CLI::App& app, flags& f) {
 }
 
 std::string unavailable(const flags& f) {
-  if (f.backend == "llm" || f.backend == "kernel_agent")
-    return "--backend " + f.backend + " is not available in this version (aten, directory)";
   if (!f.resume.empty())
     return "--resume is not available in this version";
   return "";
@@ -64,6 +76,22 @@ std::string merge_settings(const CLI::App& app, const flags& f, settings& s) {
     s.devices = f.devices;
   if (!f.log_level.empty())
     s.log_level = f.log_level == "warning" ? "warn" : f.log_level;
+  if (app.count("--llm-attempts"))
+    s.attempts = f.llm_attempts;
+  if (!f.llm_model.empty())
+    s.llm_model = f.llm_model;
+  if (!f.llm_provider.empty())
+    s.llm_provider = f.llm_provider;
+  if (!f.llm_base_url.empty())
+    s.llm_base_url = f.llm_base_url;
+  if (!f.llm_dsl.empty())
+    s.llm_dsl = f.llm_dsl;
+  if (app.count("--kernel-agent-workers"))
+    s.ka_workers = f.ka_workers;
+  if (app.count("--kernel-agent-max-rounds"))
+    s.ka_max_rounds = f.ka_max_rounds;
+  if (!f.ka_python.empty())
+    s.ka_python = f.ka_python;
   if (f.backend == "directory" && f.ops_directory.empty())
     return "--backend directory needs --ops-directory DIR";
   if (auto err = validate(s))

@@ -14,12 +14,18 @@
 #include "core/config.hpp"
 #include "core/kernel_dir.hpp"
 #include "core/plan.hpp"
+#include "messages/types.hpp"
+
+namespace caf {
+class actor_system;
+}
 
 namespace bb::cli {
 
 struct flags {
   std::string suite = "smoke", backend = "aten", ops, llm_model, ops_directory, log_dir;
   std::string data, nodes, config, resume, log_level, launcher = "none";
+  std::string llm_provider, llm_base_url, llm_dsl, ka_python;
   int64_t topn = 0, llm_attempts = 5, ka_workers = 4, ka_max_rounds = 10, devices = 0;
   double p = 1.0;
   bool disable_output_logs = false;
@@ -48,5 +54,19 @@ std::string attach_directory(const std::string& dir, const settings& s, sweep_pl
 
 /// backendbench_output_<timestamp>
 std::string timestamped_dir();
+
+/// The llm and kernel_agent backends, wired: the run folder, the authors (detached actors,
+/// as many as generate.authors) and the generative generator.
+struct generative_backend {
+  std::string run_folder;
+  std::vector<author_actor> authors;
+  generator_actor generator;
+};
+
+/// Checks what the backend needs (a model, libcurl, KernelAgent importable), makes the run
+/// folder and spawns authors and generator; "" or a fatal error for the user.
+std::string spawn_generative(caf::actor_system& sys, const flags& f, const settings& s,
+                             const sweep_plan& plan, const std::string& run_dir,
+                             const std::string& command, generative_backend& out);
 
 } // namespace bb::cli

@@ -23,7 +23,7 @@ debian_packages=(
   build-essential cmake ninja-build pkg-config git
   libcaf-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev
   catch2 libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
-  python3-dev python3-venv
+  python3-dev python3-venv libcurl4-openssl-dev
   openssh-client
 )
 

@@ -33,6 +33,12 @@ TEST_CASE("jobs wait for their artefact, then run in order", "[core]") {
   CHECK(second->correctness_inputs == std::vector<std::string>{"x"});
   CHECK(t.finish(ended(*first, "ok")) == job_table::verdict::terminal);
   CHECK(t.finish(ended(*second, "ok")) == job_table::verdict::terminal);
+  // Terminal verdicts wait for the generator's word.
+  CHECK_FALSE(t.all_done());
+  CHECK(t.state_of(a) == job_table::state::reviewing);
+  t.close(a);
+  t.close(b);
+  t.close(b);
   CHECK(t.all_done());
 }
 
@@ -46,6 +52,7 @@ TEST_CASE("a runner fault is retried until the attempt bound, keeping the count"
   auto j2 = *t.next();
   CHECK(j2.attempt == 2);
   CHECK(t.finish(ended(j2, "timed_out")) == job_table::verdict::terminal);
+  t.close(id);
   CHECK(t.done() == 1);
 }
 
@@ -60,6 +67,7 @@ TEST_CASE("kernel verdicts are terminal at once and stale results change nothing
   auto other = late;
   other.job_id = 99;
   CHECK(t.finish(other) == job_table::verdict::stale);
+  t.close(id);
   CHECK(t.done() == 1);
 }
 
@@ -75,4 +83,30 @@ TEST_CASE("abandon ends queued and waiting jobs exactly once", "[core]") {
   CHECK(t.all_done());
   CHECK(t.queued() == 0);
   CHECK_FALSE(t.next());
+}
+
+TEST_CASE("a revised job evaluates its next version with fresh fault bounds", "[core]") {
+  job_table t(2);
+  auto id = t.add({"aten.a.default", {"x"}, {}});
+  t.set_artefact(id, {"py", "v1.py", "", "h1", "", ""});
+  auto v1 = *t.next();
+  CHECK(t.finish(ended(v1, "crashed")) == job_table::verdict::retry);
+  auto v1b = *t.next();
+  CHECK(t.finish(ended(v1b, "incorrect")) == job_table::verdict::terminal);
+  CHECK(t.version(id) == 1);
+  CHECK(t.revise(id) == 2);
+  CHECK(t.state_of(id) == job_table::state::generating);
+  CHECK_FALSE(t.next());
+  t.set_artefact(id, {"py", "v2.py", "", "h2", "", ""});
+  auto v2 = *t.next();
+  CHECK(v2.kernel.path == "v2.py");
+  CHECK(v2.attempt == 3); // attempts name dispatches; a late v1 result is stale
+  CHECK(t.finish(ended(v1b, "ok")) == job_table::verdict::stale);
+  // One crash of v2 is retried: the bound counts this version's faults only.
+  CHECK(t.finish(ended(v2, "crashed")) == job_table::verdict::retry);
+  auto v2b = *t.next();
+  CHECK(t.finish(ended(v2b, "ok")) == job_table::verdict::terminal);
+  CHECK_FALSE(t.all_done());
+  t.close(id);
+  CHECK(t.all_done());
 }
