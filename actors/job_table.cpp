@@ -44,7 +44,7 @@ job_table::verdict job_table::finish(const eval_result& result) {
   if (it == jobs_.end())
     return verdict::stale;
   auto& e = it->second;
-  if (e.st == state::done || result.attempt != e.job.attempt)
+  if (e.st == state::done || e.st == state::reviewing || result.attempt != e.job.attempt)
     return verdict::stale;
   // The attempt number names each dispatch (so late results are recognized); the bounds
   // count kernel faults and infrastructure retries apart.

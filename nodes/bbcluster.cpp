@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
     std::cout << bb::format_op_list(plan.work, *schemas) << std::flush;
     return 0;
   }
+  bool generative_run = f.backend == "llm" || f.backend == "kernel_agent";
   std::string run_dir = f.disable_output_logs ? "" : (s.log_dir.empty() ? bb::cli::timestamped_dir() : s.log_dir);
   std::string scratch = run_dir;
   if (run_dir.empty()) {
@@ -94,14 +95,23 @@ int main(int argc, char** argv) {
     scratch = mkdtemp(tmpl) ? tmpl : "/tmp";
   }
 
+  // The generative backends are checked (a model, KernelAgent importable) before anything
+  // starts or is written.
+  bb::cli::generative_plan gplan;
+  if (generative_run) {
+    auto err = bb::cli::prepare_generative(f, s, plan, run_dir, bb::cli::command_line(argc, argv), gplan);
+    if (!err.empty()) {
+      std::cerr << "bbcluster: " << err << "\n";
+      return 2;
+    }
+  }
+
   int rc = 0;
   {
     caf::actor_system_config cfg;
     cfg.add_message_types<caf::id_block::bb>();
     caf::actor_system sys{cfg};
-    std::string command = "bbcluster";
-    for (int i = 1; i < argc; ++i)
-      command += std::string(" ") + argv[i];
+    auto command = bb::cli::command_line(argc, argv);
     // Evaluators: this process's own node, or the slots of the nodes of --nodes (which build
     // their own kernels).
     bb::local_node local;
@@ -119,15 +129,8 @@ int main(int argc, char** argv) {
     }
     bb::cli::generative_backend generative;
     bb::generator_actor generator;
-    bool generative_run = f.backend == "llm" || f.backend == "kernel_agent";
     if (generative_run) {
-      auto err = bb::cli::spawn_generative(sys, f, s, plan, run_dir, command, generative);
-      if (!err.empty()) {
-        std::cerr << "bbcluster: " << err << "\n";
-        bb::close_cluster(nodes);
-        bb::stop_local_node(sys, local);
-        return 2;
-      }
+      generative = bb::cli::spawn_generative(sys, gplan);
       generator = generative.generator;
     } else {
       generator = f.backend == "directory" ? sys.spawn(bb::directory_generator, kernels)

@@ -171,6 +171,13 @@ std::string attach_directory(const std::string& dir, const settings& s, sweep_pl
   return "";
 }
 
+std::string command_line(int argc, char** argv) {
+  std::string command = "bbcluster";
+  for (int i = 1; i < argc; ++i)
+    command += std::string(" ") + argv[i];
+  return command;
+}
+
 std::string timestamped_dir() {
   auto t = std::time(nullptr);
   char buf[64];

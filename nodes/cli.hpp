@@ -14,6 +14,9 @@
 #include "core/config.hpp"
 #include "core/kernel_dir.hpp"
 #include "core/plan.hpp"
+#include "actors/generative_generator.hpp"
+#include "core/kernel_agent.hpp"
+#include "core/llm_client.hpp"
 #include "messages/types.hpp"
 
 namespace caf {
@@ -52,21 +55,34 @@ std::optional<std::vector<std::string>> resolve_ops(const std::vector<std::strin
 std::string attach_directory(const std::string& dir, const settings& s, sweep_plan& plan,
                              std::vector<directory_kernel>& kernels);
 
+/// The command line as one string, for reports.
+std::string command_line(int argc, char** argv);
+
 /// backendbench_output_<timestamp>
 std::string timestamped_dir();
 
-/// The llm and kernel_agent backends, wired: the run folder, the authors (detached actors,
-/// as many as generate.authors) and the generative generator.
+/// What the llm and kernel_agent backends are made of before any actor runs.
+struct generative_plan {
+  generative_config generator;
+  llm_config llm;
+  kernel_agent_config agent;
+  std::string backend;
+  int64_t authors = 1;
+};
+
+/// Checks what the backend needs (a model, libcurl, KernelAgent importable), looks up the
+/// operators' schemas and makes the run folder; "" or a fatal error for the user.
+std::string prepare_generative(const flags& f, const settings& s, const sweep_plan& plan,
+                               const std::string& run_dir, const std::string& command,
+                               generative_plan& out);
+
+/// The generative backend's actors: its authors (detached) and the generator.
 struct generative_backend {
   std::string run_folder;
   std::vector<author_actor> authors;
   generator_actor generator;
 };
 
-/// Checks what the backend needs (a model, libcurl, KernelAgent importable), makes the run
-/// folder and spawns authors and generator; "" or a fatal error for the user.
-std::string spawn_generative(caf::actor_system& sys, const flags& f, const settings& s,
-                             const sweep_plan& plan, const std::string& run_dir,
-                             const std::string& command, generative_backend& out);
+generative_backend spawn_generative(caf::actor_system& sys, const generative_plan& plan);
 
 } // namespace bb::cli

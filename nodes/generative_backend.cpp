@@ -61,9 +61,9 @@ kernel_agent_config make_agent_config(const settings& s) {
 
 } // namespace
 
-std::string spawn_generative(caf::actor_system& sys, const flags& f, const settings& s,
-                             const sweep_plan& plan, const std::string& run_dir,
-                             const std::string& command, generative_backend& out) {
+std::string prepare_generative(const flags& f, const settings& s, const sweep_plan& plan,
+                               const std::string& run_dir, const std::string& command,
+                               generative_plan& out) {
   settings_lines lines = {{"suite", f.suite},
                           {"attempts per operator", std::to_string(s.attempts)},
                           {"another version when correct but not faster than p",
@@ -72,14 +72,14 @@ std::string spawn_generative(caf::actor_system& sys, const flags& f, const setti
                           {"authors at once", std::to_string(s.authors)}};
   if (f.topn > 0)
     lines.push_back({"inputs per operator (topn)", std::to_string(f.topn)});
-  llm_config llm;
-  kernel_agent_config agent;
   double author_bound_s = 0;
+  out.backend = f.backend;
+  out.authors = s.authors;
   if (f.backend == "llm") {
     if (!http_available())
       return "--backend llm needs libcurl, and this bbcluster was built without it (apt install "
              "libcurl4-openssl-dev, then scripts/setup.sh)";
-    llm = make_llm_config(s);
+    auto& llm = out.llm = make_llm_config(s);
     if (auto err = check(llm); !err.empty())
       return err;
     lines.push_back({"provider", llm.provider});
@@ -90,7 +90,7 @@ std::string spawn_generative(caf::actor_system& sys, const flags& f, const setti
     lines.push_back({"retries", std::to_string(llm.max_retries)});
     author_bound_s = (llm.max_retries + 1.0) * (llm.request_timeout_s + llm.max_backoff_s) + 60;
   } else {
-    agent = make_agent_config(s);
+    auto& agent = out.agent = make_agent_config(s);
     if (auto err = check_kernel_agent(agent); !err.empty())
       return err;
     lines.push_back({"python", agent.python});
@@ -109,7 +109,7 @@ std::string spawn_generative(caf::actor_system& sys, const flags& f, const setti
   if (!schemas)
     return "cannot look up the operators' schemas: " + err;
 
-  generative_config cfg;
+  auto& cfg = out.generator;
   cfg.backend = f.backend;
   cfg.policy.max_versions = static_cast<uint32_t>(s.attempts);
   cfg.policy.improve_when_slow = s.improve_when_slow;
@@ -124,16 +124,21 @@ std::string spawn_generative(caf::actor_system& sys, const flags& f, const setti
                                           : std::string("generated_kernels");
   if (auto why = cfg.folder.create(parent, f.backend, lines, command); !why.empty())
     return why;
-  out.run_folder = cfg.folder.path();
-  spdlog::info("bbcluster: {} kernels go to {}", f.backend, out.run_folder);
-  for (int64_t i = 0; i < s.authors; ++i) {
-    if (f.backend == "llm")
-      out.authors.push_back(sys.spawn<caf::detached>(llm_author, llm));
-    else
-      out.authors.push_back(sys.spawn<caf::detached>(kernel_agent_author, agent));
-  }
-  out.generator = sys.spawn(generative_generator, std::move(cfg), out.authors);
+  spdlog::info("bbcluster: {} kernels go to {}", f.backend, cfg.folder.path());
   return "";
+}
+
+generative_backend spawn_generative(caf::actor_system& sys, const generative_plan& plan) {
+  generative_backend out;
+  out.run_folder = plan.generator.folder.path();
+  for (int64_t i = 0; i < plan.authors; ++i) {
+    if (plan.backend == "llm")
+      out.authors.push_back(sys.spawn<caf::detached>(llm_author, plan.llm));
+    else
+      out.authors.push_back(sys.spawn<caf::detached>(kernel_agent_author, plan.agent));
+  }
+  out.generator = sys.spawn(generative_generator, plan.generator, out.authors);
+  return out;
 }
 
 } // namespace bb::cli

@@ -21,6 +21,9 @@ struct trace {
   std::map<std::string, int> evaluated;
   std::vector<eval_result> reported;
   std::vector<eval_result> requeued;
+  std::vector<eval_result> revised;
+  /// Artefact paths the evaluators saw.
+  std::vector<std::string> kernels;
   bool finished = false;
 };
 
@@ -28,6 +31,7 @@ reporter_actor::behavior_type mock_reporter(reporter_actor::pointer, std::shared
   return {
     [t](atom::result, eval_result& r) { t->reported.push_back(std::move(r)); },
     [t](atom::requeue, eval_result& r) { t->requeued.push_back(std::move(r)); },
+    [t](atom::revise, eval_result& r) { t->revised.push_back(std::move(r)); },
     [t](atom::finish) {
       t->finished = true;
       sweep_report rep;
@@ -41,6 +45,7 @@ evaluator_actor::behavior_type good_evaluator(evaluator_actor::pointer, std::sha
   return {
     [t](atom::evaluate, const eval_job& job) {
       ++t->evaluated[job.op_name];
+      t->kernels.push_back(job.kernel.path);
       eval_result r;
       r.job_id = job.job_id;
       r.attempt = job.attempt;
@@ -52,6 +57,29 @@ evaluator_actor::behavior_type good_evaluator(evaluator_actor::pointer, std::sha
       return r;
     },
     [](atom::ping) { return atom::pong_v; },
+  };
+}
+
+// A generator that has no kernel for v1, writes v2 after v1's evaluation, and makes v2 final.
+generator_actor::behavior_type revising_generator(generator_actor::pointer) {
+  return {
+    [](atom::generate, const std::string&) {
+      artefact a;
+      a.kind = "none";
+      a.source = "v1: the reply has no fenced code block";
+      return a;
+    },
+    [](atom::revise, eval_result& r) {
+      generation_step step;
+      if (r.version < 2) {
+        step.final = false;
+        step.next.kind = "aten";
+        step.next.path = "v" + std::to_string(r.version + 1);
+        return step;
+      }
+      step.result = std::move(r);
+      return step;
+    },
   };
 }
 
@@ -104,9 +132,11 @@ struct fixture {
   }
 
   // Runs the sweep to completion and returns the report (or fails the test).
-  sweep_report run(const coordinator_config& c, std::vector<evaluator_actor> evaluators) {
+  sweep_report run(const coordinator_config& c, std::vector<evaluator_actor> evaluators,
+                   generator_actor generator = {}) {
     auto reporter = keep(sys->spawn(mock_reporter, t));
-    auto generator = keep(sys->spawn(aten_generator));
+    if (!generator)
+      generator = keep(sys->spawn(aten_generator));
     auto coord = keep(sys->spawn(coordinator, c, generator, evaluators, reporter, compile_pool_actor{}));
     caf::scoped_actor self{*sys};
     self->send(coord, atom::run_v);
@@ -171,4 +201,26 @@ TEST_CASE_METHOD(fixture, "an empty suite finishes at once", "[actors]") {
   auto report = run(config(0), {e});
   CHECK(report.jobs == 0);
   CHECK(t->finished);
+}
+
+TEST_CASE_METHOD(fixture, "evaluated versions go back to the generator until it makes one final",
+                 "[actors]") {
+  auto e = keep(sys->spawn(good_evaluator, t));
+  auto c = config(2);
+  c.numbered_versions = true;
+  auto report = run(c, {e}, keep(sys->spawn(revising_generator)));
+  CHECK(report.jobs == 2);
+  // v1 had no kernel: nothing to evaluate; v2 was evaluated once per operator.
+  CHECK(t->kernels == std::vector<std::string>{"v2", "v2"});
+  REQUIRE(t->revised.size() == 2);
+  for (auto& r : t->revised) {
+    CHECK(r.outcome == "no_kernel");
+    CHECK(r.version == 1);
+    CHECK_THAT(r.detail, Catch::Contains("no fenced code block"));
+  }
+  REQUIRE(t->reported.size() == 2);
+  for (auto& r : t->reported) {
+    CHECK(r.outcome == "ok");
+    CHECK(r.version == 2);
+  }
 }

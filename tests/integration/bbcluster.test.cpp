@@ -154,7 +154,7 @@ TEST_CASE("bad command lines exit 2 with a one-line reason", "[integration]") {
 
 TEST_CASE("features of later versions refuse instead of being ignored", "[integration]") {
   bb::test::temp_dir dir;
-  for (auto flags : {"--backend llm", "--backend kernel_agent", "--resume somewhere"}) {
+  for (auto flags : {"--resume somewhere"}) {
     auto r = run(dir, bbcluster + " " + flags);
     INFO(flags);
     CHECK(r.status == 3);
@@ -165,7 +165,8 @@ TEST_CASE("features of later versions refuse instead of being ignored", "[integr
   for (auto flag : {"--suite", "--backend", "--ops", "--topn", "--llm-attempts", "--llm-model",
                     "--kernel-agent-workers", "--kernel-agent-max-rounds", "--ops-directory",
                     "--log-dir", "--disable-output-logs", "--p", "--log-level", "--data",
-                    "--nodes", "--config", "--resume", "--devices"})
+                    "--nodes", "--config", "--resume", "--devices", "--llm-provider",
+                    "--llm-base-url", "--llm-dsl", "--kernel-agent-python"})
     CHECK(help.out.find(flag) != std::string::npos);
 }
 

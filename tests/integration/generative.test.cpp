@@ -1,0 +1,304 @@
+// The generative backends end to end: bbcluster --backend llm against a chat-completions
+// server on loopback with scripted replies, and --backend kernel_agent with a stand-in
+// triton_kernel_agent package (tests/kernel_agent) on PYTHONPATH.
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+
+#include "programs.hpp"
+
+using nlohmann::json;
+using bb::test::run;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string bbcluster = BB_BIN_DIR "/bbcluster";
+const std::string hf_train = BB_SHARED_DIR "/data/traces/hf_train";
+const std::string api_key = "sk-bbtest-never-in-a-file-4242";
+
+// Short timings: CPU evaluation of a few inputs, quick retries.
+const char* fast_settings = R"([timing]
+cpu_warmup = 1
+cpu_runs = 3
+[llm]
+timeout_s = 1.5
+max_retries = 1
+backoff_s = 0.1
+[kernel_agent]
+timeout_s = 20.0
+max_retries = 1
+backoff_s = 0.1
+)";
+
+std::string fence(const std::string& lang, const std::string& code) {
+  return "```" + lang + "\n" + code + "```\n";
+}
+
+// The chat-completions server of tests/llm, stopped when the object goes.
+struct llm_server {
+  std::string port;
+  pid_t pid = 0;
+  llm_server(const bb::test::temp_dir& dir, const json& script) {
+    bb::test::write_file(dir / "script.json", script.dump());
+    auto cmd = "/usr/bin/python3 " BB_SOURCE_DIR "/tests/llm/fake_llm_server.py " + dir / "script.json"
+               + " " + dir / "port " + dir / "requests.jsonl " + api_key + " >" + dir / "server.log"
+               + " 2>&1 & echo $! >" + dir / "server.pid";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    for (int i = 0; i < 200 && port.empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      port = bb::test::read_file(dir / "port");
+    }
+    pid = std::atoi(bb::test::read_file(dir / "server.pid").c_str());
+    REQUIRE_FALSE(port.empty());
+  }
+  ~llm_server() {
+    if (pid > 0)
+      ::kill(pid, SIGKILL);
+  }
+};
+
+std::vector<json> requests_of(const bb::test::temp_dir& dir, const std::string& op) {
+  std::vector<json> out;
+  for (auto& j : bb::test::journal_lines(dir / "requests.jsonl"))
+    if (j["op"] == op)
+      out.push_back(j);
+  return out;
+}
+
+fs::path only_run_folder(const std::string& parent, const std::string& prefix) {
+  std::vector<fs::path> found;
+  for (auto& e : fs::directory_iterator(parent))
+    if (e.path().filename().string().rfind(prefix, 0) == 0)
+      found.push_back(e.path());
+  REQUIRE(found.size() == 1);
+  return found[0];
+}
+
+std::set<std::string> names_in(const fs::path& dir) {
+  std::set<std::string> out;
+  for (auto& e : fs::directory_iterator(dir))
+    out.insert(e.path().filename().string());
+  return out;
+}
+
+// Whether `text` occurs in any file under `dir`.
+bool appears_under(const fs::path& dir, const std::string& text) {
+  for (auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && bb::test::read_file(e.path().string()).find(text) != std::string::npos)
+      return true;
+  return false;
+}
+
+std::map<std::string, json> finished_by_op(const std::string& journal) {
+  std::map<std::string, json> out;
+  for (auto& j : bb::test::journal_lines(journal, "job_finished"))
+    out[j["op_name"]] = j;
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("the llm backend converges after feedback, retries 429s and survives a silent server",
+          "[integration]") {
+  bb::test::temp_dir dir;
+  bb::test::write_file(dir / "fast.toml", fast_settings);
+  json script = {
+    {"aten.relu.default",
+     {{{"content", "Here it is.\n" + fence("python", "import torch\n\ndef relu__default_kernel_impl(x):\n    return torch.clamp(x, min=0)\n")}}}},
+    {"aten.tanh.default",
+     {{{"content", fence("python", "def tanh__default_kernel_impl(x):\n    return x * 0.5\n")}},
+      {{"content", fence("python", "import torch\n\ndef tanh__default_kernel_impl(x):\n    return torch.tanh(x)\n")}}}},
+    {"aten.cos.default", {{{"content", "I would rather not write this one."}}}},
+    {"aten.neg.default",
+     {{{"status", 429}, {"retry_after", "1"}},
+      {{"content", fence("py", "def kernel_function(x):\n    return -x\n")}}}},
+    {"aten.add.Tensor", {{{"hang", 30}}}},
+  };
+  llm_server server(dir, script);
+  auto cmd = "OPENAI_API_KEY=" + api_key + " " + bbcluster + " --suite torchbench --data " + hf_train
+             + " --ops relu.default,tanh.default,cos.default,neg.default,add.Tensor --topn 1"
+             + " --backend llm --llm-model scripted --llm-dsl pytorch --llm-attempts 2"
+             + " --llm-base-url http://127.0.0.1:" + server.port + "/v1 --config " + dir / "fast.toml"
+             + " --log-dir " + dir / "run";
+  auto r = run(dir, cmd);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("correctness score (mean pass rate over all operators): 0.60") == 0);
+
+  // The second tanh request carries the first version's evaluation.
+  auto tanh = requests_of(dir, "aten.tanh.default");
+  REQUIRE(tanh.size() == 2);
+  CHECK(tanh[0]["prompt"].get<std::string>().find("Incorrect on input") == std::string::npos);
+  auto second = tanh[1]["prompt"].get<std::string>();
+  CHECK_THAT(second, Catch::Contains("Your previous version was evaluated"));
+  CHECK_THAT(second, Catch::Contains("Incorrect on input"));
+  CHECK_THAT(second, Catch::Contains("max absolute error"));
+  CHECK_THAT(second, Catch::Contains("return x * 0.5"));
+  // 429 then success within one version; a silent server: two tries per version, two versions.
+  CHECK(requests_of(dir, "aten.neg.default").size() == 2);
+  CHECK(requests_of(dir, "aten.add.Tensor").size() == 4);
+  CHECK(requests_of(dir, "aten.cos.default").size() == 2);
+  for (auto& j : bb::test::journal_lines(dir / "requests.jsonl")) {
+    CHECK(j["authorization_ok"] == true);
+    CHECK(j["model"] == "scripted");
+  }
+
+  auto finished = finished_by_op(dir / "run/results.jsonl");
+  REQUIRE(finished.size() == 5);
+  CHECK(finished["aten.relu.default"]["outcome"] == "ok");
+  CHECK(finished["aten.relu.default"]["version"] == 1);
+  CHECK(finished["aten.tanh.default"]["version"] == 2);
+  CHECK(finished["aten.tanh.default"]["correctness"][0]["is_correct"] == true);
+  CHECK(finished["aten.neg.default"]["correctness"][0]["is_correct"] == true);
+  CHECK(finished["aten.cos.default"]["outcome"] == "no_kernel");
+  CHECK_THAT(finished["aten.cos.default"]["detail"].get<std::string>(), Catch::Contains("no fenced code block"));
+  CHECK(finished["aten.add.Tensor"]["outcome"] == "no_kernel");
+  CHECK_THAT(finished["aten.add.Tensor"]["detail"].get<std::string>(), Catch::Contains("no answer within"));
+  CHECK(bb::test::journal_lines(dir / "run/results.jsonl", "version_evaluated").size() == 3);
+
+  auto folder = only_run_folder(dir / "run", "llm_run_");
+  CHECK(names_in(folder / "tanh__default")
+        == std::set<std::string>{"tanh__default_implementation_v1.py", "tanh__default_implementation_v2.py",
+                                 "tanh__default_summary.txt"});
+  CHECK(names_in(folder / "cos__default") == std::set<std::string>{"cos__default_summary.txt"});
+  auto neg = bb::test::read_file((folder / "neg__default/neg__default_implementation_v1.py").string());
+  CHECK_THAT(neg, Catch::Contains("neg__default_kernel_impl = kernel_function"));
+  auto tanh_summary = bb::test::read_file((folder / "tanh__default/tanh__default_summary.txt").string());
+  CHECK_THAT(tanh_summary, Catch::Contains("Final status: passed (version 2 stands)"));
+  auto overall = bb::test::read_file((folder / "OVERALL_SUMMARY.txt").string());
+  CHECK_THAT(overall, Catch::Contains("Success rate: 60.0%"));
+  CHECK_THAT(overall, Catch::Contains("model: scripted"));
+
+  // The key went to the server and nowhere else.
+  CHECK_FALSE(appears_under(dir / "run", api_key));
+  CHECK(r.out.find(api_key) == std::string::npos);
+  CHECK(r.err.find(api_key) == std::string::npos);
+}
+
+TEST_CASE("the llm backend refuses to start without a model or a usable URL", "[integration]") {
+  bb::test::temp_dir dir;
+  auto r = run(dir, bbcluster + " --backend llm --log-dir " + dir / "run");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("--llm-model"));
+  auto url = run(dir, bbcluster + " --backend llm --llm-model m --llm-base-url localhost:1 --log-dir " + dir / "run");
+  CHECK(url.status == 2);
+  CHECK_THAT(url.err, Catch::Contains("http://"));
+}
+
+TEST_CASE("kernel_agent: a campaign leaves KernelAgent's run folder, which re-evaluates as a "
+          "directory", "[integration]") {
+  bb::test::temp_dir dir;
+  bb::test::write_file(dir / "fast.toml", fast_settings);
+  auto cmd = "PYTHONPATH=" BB_SOURCE_DIR "/tests/kernel_agent " + bbcluster + " --suite torchbench --data "
+             + hf_train + " --backend kernel_agent --ops relu.default,leaky_relu.default --topn 5"
+             + " --kernel-agent-workers 2 --kernel-agent-max-rounds 3 --config " + dir / "fast.toml"
+             + " --log-dir " + dir / "run";
+  auto r = run(dir, cmd);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("correctness score (mean pass rate over all operators): 1.00\n") == 0);
+  CHECK_THAT(r.out, Catch::Contains("performance score (geomean speedup over all operators): "));
+  CHECK_THAT(r.out, Catch::Contains("perf@p score (rate of correct samples with a speedup greater than p, p=1.0): "));
+
+  auto folder = only_run_folder(dir / "run", "kernel_agent_run_");
+  auto top = names_in(folder);
+  std::string session;
+  for (auto& n : top)
+    if (n.rfind("relu__default_session_", 0) == 0)
+      session = n;
+  REQUIRE_FALSE(session.empty());
+  CHECK(top == std::set<std::string>{"agent_logs", "relu__default", session, "OVERALL_SUMMARY.txt", "README.md"});
+  CHECK(names_in(folder / "relu__default")
+        == std::set<std::string>{"relu__default_implementation_v1.py", "relu__default_summary.txt"});
+  CHECK(fs::exists(folder / session / "kernel.py"));
+  // The stand-in accepts a kernel only when the test code bbcluster wrote passes with it.
+  CHECK_THAT(bb::test::read_file((folder / session / "worker_0/round_1.log").string()),
+             Catch::Contains("all cases passed"));
+  CHECK_THAT(bb::test::read_file((folder / "agent_logs/relu__default_v1.log").string()),
+             Catch::Contains("2 workers, 3 rounds"));
+  auto summary = bb::test::read_file((folder / "relu__default/relu__default_summary.txt").string());
+  CHECK_THAT(summary, Catch::Contains("Operation: relu\n"));
+  CHECK_THAT(summary, Catch::Contains("Full op name: aten.relu.default\n"));
+  CHECK_THAT(summary, Catch::Contains("Backend: kernel_agent\n"));
+  CHECK_THAT(summary, Catch::Contains("KernelAgent workers: 2"));
+  CHECK_THAT(summary, Catch::Contains("Attempts: 1\n"));
+  CHECK_THAT(summary, Catch::Contains("Final status: passed"));
+  CHECK_THAT(summary, Catch::Contains("agent worker 0, 1 rounds"));
+  auto overall = bb::test::read_file((folder / "OVERALL_SUMMARY.txt").string());
+  CHECK_THAT(overall, Catch::Contains("Success rate: 100.0%"));
+
+  auto again = run(dir, bbcluster + " --suite torchbench --data " + hf_train
+                          + " --backend directory --ops-directory " + folder.string()
+                          + " --topn 5 --config " + dir / "fast.toml --log-dir " + dir / "again");
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  CHECK(again.out.find("correctness score (mean pass rate over all operators): 1.00\n") == 0);
+  CHECK(again.err.find("left out") == std::string::npos); // logs and sessions are not kernels
+  auto redone = finished_by_op(dir / "again/results.jsonl");
+  REQUIRE(redone.size() == 1);
+  CHECK(redone["aten.relu.default"]["correctness"].size() == 5);
+}
+
+TEST_CASE("kernel_agent: crashes are retried, hangs killed, failures and wrong kernels get "
+          "another version", "[integration]") {
+  bb::test::temp_dir dir;
+  // A hung agent is killed after 8 s and run once more, for each of two versions.
+  auto settings = std::string(fast_settings);
+  settings.replace(settings.find("timeout_s = 20.0"), 16, "timeout_s = 8.0");
+  bb::test::write_file(dir / "fast.toml", settings);
+  bb::test::write_file(dir / "agent.json", json{{"aten.relu.default", {"crash", "success"}},
+                                                {"aten.tanh.default", {"wrong", "success"}},
+                                                {"aten.cos.default", {"fail"}},
+                                                {"aten.neg.default", {"hang"}}}
+                                             .dump());
+  auto cmd = "FAKE_AGENT_SCRIPT=" + dir / "agent.json" + " PYTHONPATH=" BB_SOURCE_DIR "/tests/kernel_agent "
+             + bbcluster + " --suite torchbench --data " + hf_train
+             + " --backend kernel_agent --ops relu.default,tanh.default,cos.default,neg.default --topn 1"
+             + " --llm-attempts 2 --config " + dir / "fast.toml --log-dir " + dir / "run";
+  auto r = run(dir, cmd);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("correctness score (mean pass rate over all operators): 0.50") == 0);
+  auto finished = finished_by_op(dir / "run/results.jsonl");
+  REQUIRE(finished.size() == 4);
+  CHECK(finished["aten.relu.default"]["version"] == 1); // the crash was retried within v1
+  CHECK(finished["aten.relu.default"]["outcome"] == "ok");
+  CHECK(finished["aten.tanh.default"]["version"] == 2);
+  CHECK(finished["aten.tanh.default"]["correctness"][0]["is_correct"] == true);
+  CHECK(finished["aten.cos.default"]["outcome"] == "no_kernel");
+  CHECK_THAT(finished["aten.cos.default"]["detail"].get<std::string>(), Catch::Contains("KernelAgent found no kernel"));
+  CHECK(finished["aten.neg.default"]["outcome"] == "no_kernel");
+  CHECK_THAT(finished["aten.neg.default"]["detail"].get<std::string>(), Catch::Contains("did not finish within"));
+
+  auto folder = only_run_folder(dir / "run", "kernel_agent_run_");
+  auto logs = folder / "agent_logs";
+  CHECK_THAT(bb::test::read_file((logs / "relu__default_v1.log").string()), Catch::Contains("call 1: crash"));
+  CHECK_THAT(bb::test::read_file((folder / "relu__default/relu__default_summary.txt").string()),
+             Catch::Contains("2 runs"));
+  // v2 of tanh was asked for with v1's evaluation.
+  auto v2 = json::parse(bb::test::read_file((logs / "tanh__default_v2.request.json").string()));
+  CHECK_THAT(v2["problem_description"].get<std::string>(), Catch::Contains("Incorrect on input"));
+  CHECK(fs::exists(folder / "tanh__default/tanh__default_implementation_v2.py"));
+  auto neg = bb::test::read_file((folder / "neg__default/neg__default_summary.txt").string());
+  CHECK_THAT(neg, Catch::Contains("Final status: failed"));
+  // No agent process is left behind by a hang.
+  CHECK(bb::test::children_named(::getpid(), "python3").empty());
+}
+
+TEST_CASE("kernel_agent: a missing package says so and how to install it", "[integration]") {
+  bb::test::temp_dir dir;
+  auto r = run(dir, "PYTHONPATH= " + bbcluster + " --backend kernel_agent --log-dir " + dir / "run");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("triton_kernel_agent"));
+  CHECK_THAT(r.err, Catch::Contains("pip install"));
+  CHECK_FALSE(fs::exists(dir / "run"));
+}
