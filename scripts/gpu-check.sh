@@ -7,7 +7,8 @@
 #   scripts/gpu-check.sh OUT_DIR [TRACES_DIR]
 #
 # BBCLUSTER_PYTHON picks the Python (default: python3 on PATH); TRACES_DIR holds the operator
-# traces (default: the shared data beside the checkout).
+# traces (default: the shared data beside the checkout). GPU_CHECK_STEPS picks the steps after
+# the build (default: all of tests,timing,compile,sweep,campaign).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=$(mkdir -p "${1:?usage: gpu-check.sh OUT_DIR [TRACES_DIR]}" && cd "$1" && pwd)
@@ -17,6 +18,8 @@ export BBCLUSTER_PYTHON=${BBCLUSTER_PYTHON:-$(command -v python3)}
 export BBCLUSTER_BUILD_DIR=${BBCLUSTER_BUILD_DIR:-$here/build-gpu}
 export BBCLUSTER_CMAKE_ARGS="-DTORCH_CUDA_ARCH_LIST=9.0 -DBBCLUSTER_SHARED_DIR=$(dirname "$(dirname "$traces")") ${BBCLUSTER_CMAKE_ARGS:-}"
 build=$BBCLUSTER_BUILD_DIR
+steps=${GPU_CHECK_STEPS:-tests,timing,compile,sweep,campaign}
+want() { [[ ",$steps," == *",$1,"* ]]; }
 step() { echo "== $1 ($(date +%T))" | tee -a "$out/steps.txt"; }
 
 step "build"
@@ -25,16 +28,23 @@ start=$(date +%s)
 "$here/scripts/setup.sh" > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
 echo "build took $(( $(date +%s) - start )) s" | tee -a "$out/steps.txt"
 
+if want tests; then
 step "[gpu] tests"
 timeout 300 "$build/tests/bb_actor_tests" "[gpu]" 2>&1 | tee "$out/gpu_actor_tests.txt" | tail -15
 timeout 300 "$build/tests/bb_integration_tests" "[gpu]" 2>&1 | tee "$out/gpu_integration_tests.txt" | tail -15
+fi
 
+if want timing; then
 step "timing fidelity"
 timeout 240 "$build/bench/bench_timing" "$traces/hf_train" 2 2>&1 | tee "$out/bench_timing.txt" | tail -30
+fi
 
+if want compile; then
 step "compile benchmark"
 timeout 200 "$build/bench/bench_compile" sm_90 2>&1 | tee "$out/bench_compile.txt"
+fi
 
+if want sweep; then
 step "one-GPU sweep (aten, hf_train, topn 1)"
 nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 200 > "$out/gpu_util.txt" 2>&1 &
 sampler=$!
@@ -47,4 +57,17 @@ awk -v a="$start" -v b="$end" 'BEGIN { printf "sweep wall time: %.1f s\n", b - a
 awk '{ s += $1; n += 1; if ($1 > 0) busy += 1 } END { if (n) printf "GPU busy share: %.1f%% of %d samples, mean utilization %.1f%%\n", 100 * busy / n, n, s / n }' \
   "$out/gpu_util.txt" | tee -a "$out/sweep.txt"
 cat "$out/sweep.txt"
+fi
+
+if want campaign; then
+step "kernel_agent campaign (stand-in agent writing a Triton relu) and its re-evaluation"
+export PYTHONPATH="$here/tests/kernel_agent${PYTHONPATH:+:$PYTHONPATH}"
+timeout 300 "$build/bin/bbcluster" --suite torchbench --data "$traces/hf_train" --backend kernel_agent \
+  --ops relu.default,leaky_relu.default --topn 5 --log-dir "$out/campaign" 2>&1 | tee "$out/campaign.txt" | tail -6
+campaign=$(ls -d "$out"/campaign/kernel_agent_run_* 2>/dev/null | head -1)
+find "$campaign" | sort > "$out/campaign_tree.txt"
+timeout 200 "$build/bin/bbcluster" --suite torchbench --data "$traces/hf_train" --backend directory \
+  --ops-directory "$campaign" --topn 5 --log-dir "$out/reevaluate" 2>&1 | tee "$out/reevaluate.txt" | tail -4
+timeout 300 "$build/tests/bb_integration_tests" "*kernel_agent*" 2>&1 | tee "$out/kernel_agent_tests.txt" | tail -6
+fi
 step "done"

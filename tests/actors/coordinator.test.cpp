@@ -24,6 +24,8 @@ struct trace {
   std::vector<eval_result> revised;
   /// Artefact paths the evaluators saw.
   std::vector<std::string> kernels;
+  /// Operators in the order the evaluators saw them.
+  std::vector<std::string> order;
   bool finished = false;
 };
 
@@ -46,6 +48,7 @@ evaluator_actor::behavior_type good_evaluator(evaluator_actor::pointer, std::sha
     [t](atom::evaluate, const eval_job& job) {
       ++t->evaluated[job.op_name];
       t->kernels.push_back(job.kernel.path);
+      t->order.push_back(job.op_name);
       eval_result r;
       r.job_id = job.job_id;
       r.attempt = job.attempt;
@@ -77,6 +80,39 @@ generator_actor::behavior_type revising_generator(generator_actor::pointer) {
         step.next.path = "v" + std::to_string(r.version + 1);
         return step;
       }
+      step.result = std::move(r);
+      return step;
+    },
+  };
+}
+
+// Answers at once for every operator but op0, whose kernel comes only after the evaluations
+// of all the others came back: an author that thinks longer than three evaluations take.
+struct held_kernel {
+  caf::typed_response_promise<artefact> promise;
+  size_t revisions = 0;
+};
+
+generator_actor::behavior_type slow_generator(generator_actor::pointer self,
+                                              std::shared_ptr<held_kernel> held) {
+  return {
+    [self, held](atom::generate, const std::string& op) -> caf::typed_response_promise<artefact> {
+      auto rp = self->make_response_promise<artefact>();
+      artefact a;
+      a.kind = "aten";
+      if (op == "aten.op0.default")
+        held->promise = rp;
+      else
+        rp.deliver(a);
+      return rp;
+    },
+    [held](atom::revise, eval_result& r) {
+      if (++held->revisions == 3) {
+        artefact a;
+        a.kind = "aten";
+        held->promise.deliver(a);
+      }
+      generation_step step;
       step.result = std::move(r);
       return step;
     },
@@ -223,4 +259,16 @@ TEST_CASE_METHOD(fixture, "evaluated versions go back to the generator until it 
     CHECK(r.outcome == "ok");
     CHECK(r.version == 2);
   }
+}
+
+TEST_CASE_METHOD(fixture, "a slow generation does not hold back the evaluation of other operators",
+                 "[actors]") {
+  auto e = keep(sys->spawn(good_evaluator, t));
+  auto held = std::make_shared<held_kernel>();
+  auto report = run(config(4), {e}, keep(sys->spawn(slow_generator, held)));
+  CHECK(report.jobs == 4);
+  // op0's kernel came after the three others were evaluated, and was evaluated last.
+  REQUIRE(t->order.size() == 4);
+  CHECK(t->order.back() == "aten.op0.default");
+  CHECK(t->reported.size() == 4);
 }

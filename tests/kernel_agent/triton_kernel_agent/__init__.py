@@ -33,6 +33,39 @@ KERNELS = {
 }
 WRONG = "def kernel_function(x, *args, **kwargs):\n    return x * 0.5\n"
 
+# On a machine with a GPU and Triton, relu is a Triton kernel, as the real agent writes.
+TRITON_RELU = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, tl.where(x > 0, x, 0.0), mask=mask)
+
+
+def kernel_function(x):
+    if not x.is_cuda:
+        return torch.clamp(x, min=0)
+    src = x.contiguous()
+    out = torch.empty_like(src)
+    n = src.numel()
+    if n:
+        _relu[(triton.cdiv(n, 1024),)](src, out, n, BLOCK=1024)
+    return out
+"""
+
+
+def _triton_on_gpu():
+    try:
+        import torch
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
 
 class TritonKernelAgent:
     def __init__(self, log_dir=None, num_workers=4, max_rounds=10, **kwargs):
@@ -72,6 +105,8 @@ class TritonKernelAgent:
                     "message": f"no worker found a kernel in {self.max_rounds} rounds"}
         base = op.split(".")[1] if op.count(".") >= 2 else op
         body = WRONG if behaviour == "wrong" else KERNELS.get(base)
+        if behaviour == "success" and base == "relu" and _triton_on_gpu():
+            body = TRITON_RELU
         if body is None:
             body = ("def kernel_function(*args, **kwargs):\n"
                     f"    return torch.ops.aten.{base}.{op.split('.')[-1]}(*args, **kwargs)\n")
