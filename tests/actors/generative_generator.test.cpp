@@ -1,9 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -12,6 +10,7 @@
 #include <caf/send.hpp>
 
 #include "actors/generative_generator.hpp"
+#include "support.hpp"
 
 using namespace bb;
 namespace fs = std::filesystem;
@@ -64,10 +63,7 @@ eval_result evaluation(const eval_job& job, bool correct, double speedup) {
 }
 
 std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return bb::test::read_file(p.string());
 }
 
 struct fixture {
@@ -76,15 +72,14 @@ struct fixture {
   caf::scheduler::test_coordinator* sched = nullptr;
   std::shared_ptr<seen> s = std::make_shared<seen>();
   std::vector<caf::actor> spawned;
-  fs::path dir;
+  bb::test::temp_dir tmp;
+  fs::path dir = tmp.path;
 
   fixture() {
     cfg.set("scheduler.policy", caf::atom("testing"));
     cfg.add_message_types<caf::id_block::bb>();
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
-    char tmpl[] = "/tmp/bb-generative-XXXXXX";
-    dir = ::mkdtemp(tmpl);
   }
 
   ~fixture() {
@@ -92,8 +87,6 @@ struct fixture {
       caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     spawned.clear();
     sched->run();
-    std::error_code ec;
-    fs::remove_all(dir, ec);
   }
 
   generator_actor spawn_generator(uint32_t max_versions, size_t authors) {

@@ -2,10 +2,10 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "core/kernel_dir.hpp"
 #include "core/run_folder.hpp"
+#include "support.hpp"
 
 using namespace bb;
 namespace fs = std::filesystem;
@@ -13,30 +13,15 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return bb::test::read_file(p.string());
 }
-
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    char tmpl[] = "/tmp/bb-run-folder-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 } // namespace
 
 TEST_CASE("a run folder holds versions, sessions and summaries in KernelAgent's layout", "[core]") {
-  temp_dir tmp;
+  bb::test::temp_dir tmp;
   run_folder f;
-  REQUIRE(f.create(tmp.path.string(), "kernel_agent", {{"KernelAgent workers", "4"}},
+  REQUIRE(f.create(tmp.path, "kernel_agent", {{"KernelAgent workers", "4"}},
                    "bbcluster --backend kernel_agent").empty());
   auto root = fs::path(f.path());
   CHECK(root.filename().string().rfind("kernel_agent_run_", 0) == 0);
@@ -44,7 +29,7 @@ TEST_CASE("a run folder holds versions, sessions and summaries in KernelAgent's 
   CHECK_THAT(slurp(root / "README.md"), Catch::Contains("--backend directory"));
   // A second campaign in the same second gets its own folder.
   run_folder g;
-  REQUIRE(g.create(tmp.path.string(), "kernel_agent", {}, "x").empty());
+  REQUIRE(g.create(tmp.path, "kernel_agent", {}, "x").empty());
   CHECK(g.path() != f.path());
 
   std::string err;
