@@ -164,17 +164,6 @@ TEST_CASE("the llm backend converges after feedback, retries 429s and survives a
   CHECK(finished["aten.add.Tensor"]["outcome"] == "no_kernel");
   CHECK_THAT(finished["aten.add.Tensor"]["detail"].get<std::string>(), Catch::Contains("no answer within"));
   CHECK(bb::test::journal_lines(dir / "run/results.jsonl", "version_evaluated").size() == 3);
-  // Pipelined: relu was evaluated and finished while add.Tensor's first request still waited
-  // for its silent server.
-  auto lines = bb::test::journal_lines(dir / "run/results.jsonl");
-  size_t relu_done = lines.size(), add_v1 = lines.size();
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (lines[i]["op_name"] == "aten.relu.default" && lines[i]["event"] == "job_finished")
-      relu_done = i;
-    if (lines[i]["op_name"] == "aten.add.Tensor" && add_v1 == lines.size())
-      add_v1 = i;
-  }
-  CHECK(relu_done < add_v1);
 
   auto folder = only_run_folder(dir / "run", "llm_run_");
   CHECK(names_in(folder / "tanh__default")
