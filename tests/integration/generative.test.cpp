@@ -290,6 +290,11 @@ TEST_CASE("kernel_agent: crashes are retried, hangs killed, failures and wrong k
   CHECK(fs::exists(folder / "tanh__default/tanh__default_implementation_v2.py"));
   auto neg = bb::test::read_file((folder / "neg__default/neg__default_summary.txt").string());
   CHECK_THAT(neg, Catch::Contains("Final status: failed"));
+  // A failed agent's session is kept too: two versions of cos, two sessions.
+  size_t cos_sessions = 0;
+  for (auto& n : names_in(folder))
+    cos_sessions += n.rfind("cos__default_session_", 0) == 0;
+  CHECK(cos_sessions == 2);
   // No agent process is left behind by a hang.
   CHECK(bb::test::children_named(::getpid(), "python3").empty());
 }

@@ -99,9 +99,15 @@ class TritonKernelAgent:
                 time.sleep(60)
         if behaviour == "raise":
             raise RuntimeError("the model's API refused the request")
+        # Named as KernelAgent names its sessions: session_<date>_<time>_<microseconds>.
+        now = time.time()
+        session = os.path.join(self.log_dir, "session_" + time.strftime("%Y%m%d_%H%M%S", time.localtime(now))
+                               + f"_{int(now * 1e6) % 1000000:06d}")
+        os.makedirs(os.path.join(session, "worker_0"))
+        with open(os.path.join(session, "problem.txt"), "w") as f:
+            f.write(problem_description)
         if behaviour == "fail":
-            return {"success": False, "kernel_code": None, "session_dir": None, "worker_id": None,
-                    "rounds": self.max_rounds,
+            return {"success": False, "session_dir": session,
                     "message": f"no worker found a kernel in {self.max_rounds} rounds"}
         base = op.split(".")[1] if op.count(".") >= 2 else op
         body = WRONG if behaviour == "wrong" else KERNELS.get(base)
@@ -111,12 +117,8 @@ class TritonKernelAgent:
             body = ("def kernel_function(*args, **kwargs):\n"
                     f"    return torch.ops.aten.{base}.{op.split('.')[-1]}(*args, **kwargs)\n")
         code = "import torch\n\n\n" + body
-        session = os.path.join(self.log_dir, f"session_{base}_{call}_{int(time.time() * 1000)}")
-        os.makedirs(os.path.join(session, "worker_0"))
         with open(os.path.join(session, "kernel.py"), "w") as f:
             f.write(code)
-        with open(os.path.join(session, "problem.txt"), "w") as f:
-            f.write(problem_description)
         if test_code:
             with open(os.path.join(session, "test_kernel.py"), "w") as f:
                 f.write(test_code)
