@@ -307,3 +307,26 @@ TEST_CASE("kernel_agent: a missing package says so and how to install it", "[int
   CHECK_THAT(r.err, Catch::Contains("pip install"));
   CHECK_FALSE(fs::exists(dir / "run"));
 }
+
+TEST_CASE("kernel_agent: a campaign's kernels are evaluated on the nodes of a hostfile",
+          "[integration]") {
+  bb::test::temp_dir dir;
+  bb::test::write_file(dir / "fast.toml", fast_settings);
+  bb::test::write_file(dir / "hosts.txt", "a slots=1\nb slots=1\n");
+  auto r = run(dir, "PYTHONPATH=" BB_SOURCE_DIR "/tests/kernel_agent " + bbcluster
+                      + " --suite torchbench --data " + hf_train
+                      + " --backend kernel_agent --ops relu.default,tanh.default,neg.default --topn 1"
+                      + " --nodes " + dir / "hosts.txt --launcher local --config " + dir / "fast.toml"
+                      + " --log-dir " + dir / "run");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("correctness score (mean pass rate over all operators): 1.00\n") == 0);
+  auto finished = finished_by_op(dir / "run/results.jsonl");
+  REQUIRE(finished.size() == 3);
+  for (auto& [op, j] : finished) {
+    INFO(op);
+    CHECK(j["version"] == 1);
+    auto node = j["provenance"]["node"].get<std::string>();
+    CHECK((node == "a" || node == "b"));
+  }
+}
