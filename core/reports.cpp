@@ -138,7 +138,7 @@ std::string overall_summary(const std::string& command, const std::map<std::stri
   out += "- `full_results.json`: Complete test results for all operators\n";
   out += "- `operator_summary.csv`: Operator-level summary statistics\n";
   out += "- `failed_tests.json`: Log of failed tests (if any)\n";
-  out += "- `results.jsonl`: Journal of finished jobs, one line each (used by --resume)\n";
+  out += "- `results.jsonl`: Journal of finished jobs, one line each, appended as they finish\n";
   out += "- `OVERALL_SUMMARY.md`: This file\n";
   out += "### Operator Speedups vs Eager in Descending Order\n\n";
   out += "| Operator | Correctness Ratio | Speedup vs Eager |\n";
