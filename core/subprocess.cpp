@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@ process_result run_process(const std::vector<std::string>& argv, const std::stri
   for (auto& w : words)
     args.push_back(w.data());
   args.push_back(nullptr);
+  pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(log_fd);
@@ -35,6 +37,12 @@ process_result run_process(const std::vector<std::string>& argv, const std::stri
   }
   if (pid == 0) {
     ::setpgid(0, 0);
+    // The program is in a group of its own, out of reach of the terminal's signals: it gets
+    // SIGTERM when the thread that started it goes (a killed bbcluster), and the group
+    // leader passes that on (the KernelAgent adapter kills its group).
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent)
+      ::_exit(127);
     int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0)
       ::dup2(devnull, 0);

@@ -20,7 +20,8 @@ struct process_result {
 };
 
 /// Runs argv[0] (searched in PATH) with stdout and stderr appended to `log_path`, in its own
-/// process group; after `timeout_s` the group gets SIGTERM, then SIGKILL.
+/// process group; after `timeout_s` the group gets SIGTERM, then SIGKILL. The program gets
+/// SIGTERM if the calling thread ends first (the caller was killed).
 process_result run_process(const std::vector<std::string>& argv, const std::string& log_path,
                            double timeout_s);
 

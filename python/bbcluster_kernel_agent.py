@@ -19,6 +19,7 @@ and stderr, which bbcluster keeps in agent_logs/.
 
 import json
 import os
+import signal
 import sys
 import traceback
 
@@ -46,7 +47,16 @@ def import_agent():
     return TritonKernelAgent, ""
 
 
+def end_group(signum, frame):
+    """bbcluster ended (it was killed, or the agent timed out): so do the agent's workers.
+    bbcluster starts this process as the leader of its own process group."""
+    if os.getpgid(0) == os.getpid():
+        os.killpg(0, signal.SIGKILL)
+    os._exit(128 + signum)
+
+
 def main(argv):
+    signal.signal(signal.SIGTERM, end_group)
     if len(argv) == 2 and argv[1] == "--check":
         agent_class, why = import_agent()
         if agent_class is None:

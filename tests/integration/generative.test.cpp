@@ -98,6 +98,29 @@ bool appears_under(const fs::path& dir, const std::string& text) {
   return false;
 }
 
+// Processes whose command line mentions `text` (a test's folder).
+std::vector<pid_t> processes_mentioning(const std::string& text) {
+  std::vector<pid_t> out;
+  for (auto& e : fs::directory_iterator("/proc")) {
+    pid_t pid = std::atoi(e.path().filename().c_str());
+    if (pid <= 0 || pid == ::getpid())
+      continue;
+    auto cmdline = bb::test::read_file((e.path() / "cmdline").string());
+    if (cmdline.find(text) != std::string::npos)
+      out.push_back(pid);
+  }
+  return out;
+}
+
+bool no_process_mentions(const std::string& text, int seconds) {
+  for (int i = 0; i < seconds * 10; ++i) {
+    if (processes_mentioning(text).empty())
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
 std::map<std::string, json> finished_by_op(const std::string& journal) {
   std::map<std::string, json> out;
   for (auto& j : bb::test::journal_lines(journal, "job_finished"))
@@ -312,8 +335,39 @@ TEST_CASE("kernel_agent: a hung agent is killed at its timeout, run again, then 
   CHECK_THAT(log, Catch::Contains("call 2: hang")); // run again after the first hang
   CHECK_THAT(bb::test::read_file((folder / "neg__default/neg__default_summary.txt").string()),
              Catch::Contains("Final status: failed"));
-  // No agent process is left behind.
-  CHECK(bb::test::children_named(::getpid(), "python3").empty());
+  // Neither the agent nor its worker process is left behind.
+  CHECK(no_process_mentions(dir.path, 5));
+}
+
+TEST_CASE("kernel_agent: a killed bbcluster takes its agents and their workers with it",
+          "[integration]") {
+  bb::test::temp_dir dir;
+  bb::test::write_file(dir / "fast.toml", fast_settings);
+  bb::test::write_file(dir / "agent.json", json{{"aten.neg.default", {"hang"}}}.dump());
+  auto cmd = "FAKE_AGENT_SCRIPT=" + dir / "agent.json" + " PYTHONPATH=" BB_SOURCE_DIR "/tests/kernel_agent exec "
+             + bbcluster + " --suite torchbench --data " + hf_train
+             + " --backend kernel_agent --ops neg.default --topn 1 --config " + dir / "fast.toml"
+             + " --log-dir " + dir / "run >" + dir / "out 2>&1";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    ::_exit(127);
+  }
+  // Wait until the agent hangs with its worker started.
+  bool hanging = false;
+  for (int i = 0; i < 600 && !hanging; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (auto& e : fs::recursive_directory_iterator(dir.path, fs::directory_options::skip_permission_denied))
+      if (e.path().filename() == "neg__default_v1.log"
+          && bb::test::read_file(e.path().string()).find("call 1: hang") != std::string::npos)
+        hanging = true;
+  }
+  REQUIRE(hanging);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK(processes_mentioning(dir / "run").size() >= 2); // the adapter and the agent's worker
+  ::kill(pid, SIGKILL);
+  CHECK(bb::test::wait_exit(pid, 10) == -1);
+  CHECK(no_process_mentions(dir / "run", 10));
 }
 
 TEST_CASE("kernel_agent: a missing package says so and how to install it", "[integration]") {

@@ -14,7 +14,8 @@ does not name, it is "success". Behaviours:
   wrong     a kernel that is wrong yet claimed correct (the benchmark must catch it)
   fail      no kernel: success False with a message
   crash     the process aborts
-  hang      the call never returns
+  hang      the call never returns (after starting a worker process that sleeps, as the
+            real agent's workers are processes)
   raise     generate_kernel raises
 """
 
@@ -95,6 +96,7 @@ class TritonKernelAgent:
         if behaviour == "crash":
             os.abort()
         if behaviour == "hang":
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", self.log_dir])
             while True:
                 time.sleep(60)
         if behaviour == "raise":
