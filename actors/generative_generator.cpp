@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/kernel_dir.hpp"
+#include "core/scoring.hpp"
 #include "messages/errors.hpp"
 
 namespace bb {
@@ -121,6 +122,8 @@ std::string why_final(const eval_result& standing, const op_campaign& c, const v
   auto n = c.history.versions().size();
   if (is_correct_result(standing))
     return line + (n > 1 ? " (after " + std::to_string(n) + " versions)" : "");
+  if (score_result(standing).skipped)
+    return "left out of the scores, as it cannot run here: " + line;
   return "no correct version in " + std::to_string(n) + " of " + std::to_string(p.max_versions)
          + " attempts; the last: " + line;
 }
@@ -181,7 +184,9 @@ generator_actor::behavior_type generative_generator(generative_pointer self, gen
         return rp;
       }
       const auto& standing = c.history.standing();
-      c.summary.status = is_correct_result(standing) ? "passed" : "failed";
+      c.summary.status = is_correct_result(standing)       ? "passed"
+                         : score_result(standing).skipped ? "skipped"
+                                                          : "failed";
       c.summary.final_version = standing.version;
       c.summary.why = why_final(standing, c, st.cfg.policy);
       write_summaries(self, c);

@@ -440,6 +440,10 @@ bool version_history::wants_another(const version_policy& policy) const {
     return true;
   if (versions_.size() >= policy.max_versions)
     return false;
+  // A version that cannot be scored here (a .cu on a node without a GPU, an operator this
+  // torch lacks) would not score in another version either.
+  if (score_result(versions_.back()).skipped)
+    return false;
   bool any_correct = false;
   bool any_fast = false;
   for (auto& v : versions_) {

@@ -79,7 +79,8 @@ public:
   void record(eval_result r);
 
   /// Whether to ask for another version: the latest failed (or, with improve_when_slow, no
-  /// correct version beats p yet) and versions remain.
+  /// correct version beats p yet) and versions remain. Not after a version that cannot be
+  /// scored here (needs_cuda, unsupported): another would not score either.
   bool wants_another(const version_policy& policy) const;
 
   /// The version that stands: the fastest correct one, else the latest.

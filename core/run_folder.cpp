@@ -158,7 +158,7 @@ std::string format_op_summary(const std::string& backend, const settings_lines& 
 
 std::string format_overall_summary(const std::string& backend, const settings_lines& settings,
                                    const std::vector<op_summary>& ops) {
-  size_t passed = 0, failed = 0, running = 0, attempts = 0, files = 0;
+  size_t passed = 0, failed = 0, skipped = 0, running = 0, attempts = 0, files = 0;
   for (auto& s : ops) {
     attempts += s.versions.size();
     for (auto& v : s.versions)
@@ -167,12 +167,14 @@ std::string format_overall_summary(const std::string& backend, const settings_li
       ++passed;
     else if (s.status == "failed")
       ++failed;
+    else if (s.status == "skipped")
+      ++skipped;
     else
       ++running;
   }
   auto done = passed + failed;
   char rate[64];
-  std::snprintf(rate, sizeof(rate), "%.1f%% (%zu of %zu finished operators)",
+  std::snprintf(rate, sizeof(rate), "%.1f%% (%zu of %zu finished, scored operators)",
                 done ? 100.0 * static_cast<double>(passed) / static_cast<double>(done) : 0.0,
                 passed, done);
   std::ostringstream out;
@@ -180,6 +182,8 @@ std::string format_overall_summary(const std::string& backend, const settings_li
       << "Operators: " << ops.size() << "\n"
       << "Passed: " << passed << "\n"
       << "Failed: " << failed << "\n";
+  if (skipped)
+    out << "Skipped (cannot run here, left out of the scores): " << skipped << "\n";
   if (running)
     out << "In progress: " << running << "\n";
   out << "Success rate: " << rate << "\n"

@@ -36,7 +36,7 @@ struct op_summary {
   std::string op_name;
   std::string folder;
   std::vector<version_record> versions;
-  /// "in progress", "passed" or "failed".
+  /// "in progress", "passed", "failed" or "skipped" (cannot run here: left out of the scores).
   std::string status = "in progress";
   /// The version that stands (0: none yet).
   uint32_t final_version = 0;

@@ -202,3 +202,14 @@ TEST_CASE("KernelAgent's test code holds the suite's inputs and the aten operato
   auto add = agent_test_code(make_op_brief("aten.add.Tensor", "", {}));
   CHECK_THAT(add, Catch::Contains("OP = torch.ops.aten.add.Tensor"));
 }
+
+TEST_CASE("a version that cannot be scored here ends the operator's versions", "[core]") {
+  version_policy policy;
+  version_history h;
+  auto v1 = evaluated("needs_cuda", {}, {});
+  v1.detail = "a .cu kernel on a node without a GPU";
+  v1.version = 1;
+  h.record(v1);
+  CHECK_FALSE(h.wants_another(policy));
+  CHECK(h.standing().outcome == "needs_cuda");
+}

@@ -207,6 +207,32 @@ TEST_CASE("the llm backend converges after feedback, retries 429s and survives a
   CHECK(r.err.find(api_key) == std::string::npos);
 }
 
+TEST_CASE("the llm backend writes a .cu kernel for --llm-dsl cuda; without a GPU it is left out",
+          "[integration]") {
+  bb::test::temp_dir dir;
+  bb::test::write_file(dir / "fast.toml", fast_settings);
+  auto cu = std::string("#include <bbcluster/kernel.h>\n\nat::Tensor relu__default_kernel_impl(const at::Tensor& self) {\n"
+                        "  return self.clamp_min(0);\n}\n\nBBCLUSTER_EXPORT_KERNEL(relu__default_kernel_impl)\n");
+  llm_server server(dir, json{{"aten.relu.default", {{{"content", fence("cuda", cu)}}}}});
+  auto r = run(dir, bbcluster + " --suite torchbench --data " + hf_train + " --ops relu.default --topn 1"
+                      + " --backend llm --llm-model scripted --llm-dsl cuda --llm-base-url http://127.0.0.1:"
+                      + server.port + "/v1 --config " + dir / "fast.toml --log-dir " + dir / "run");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  auto prompt = requests_of(dir, "aten.relu.default");
+  REQUIRE(prompt.size() == 1); // needs_cuda is final: another version would not run here either
+  CHECK_THAT(prompt[0]["prompt"].get<std::string>(), Catch::Contains("BBCLUSTER_EXPORT_KERNEL"));
+  auto folder = only_run_folder(dir / "run", "llm_run_");
+  CHECK(bb::test::read_file((folder / "relu__default/relu__default_implementation_v1.cu").string()) == cu);
+  auto finished = finished_by_op(dir / "run/results.jsonl");
+  if (!std::getenv("CUDA_VISIBLE_DEVICES") && !fs::exists("/dev/nvidia0")) {
+    CHECK(finished["aten.relu.default"]["outcome"] == "needs_cuda");
+    CHECK_THAT(r.out, Catch::Contains("1 of 1 operators skipped"));
+    CHECK_THAT(bb::test::read_file((folder / "relu__default/relu__default_summary.txt").string()),
+               Catch::Contains("Final status: skipped"));
+  }
+}
+
 TEST_CASE("the llm backend refuses to start without a model or a usable URL", "[integration]") {
   bb::test::temp_dir dir;
   auto r = run(dir, bbcluster + " --backend llm --log-dir " + dir / "run");
