@@ -233,6 +233,25 @@ TEST_CASE("the llm backend writes a .cu kernel for --llm-dsl cuda; without a GPU
   }
 }
 
+TEST_CASE("the llm backend speaks Anthropic's messages API", "[integration]") {
+  bb::test::temp_dir dir;
+  bb::test::write_file(dir / "fast.toml", fast_settings);
+  llm_server server(dir, json{{"aten.relu.default",
+                               {{{"content", fence("python", "import torch\n\ndef relu__default_kernel_impl(x):\n    return torch.clamp(x, min=0)\n")}}}}});
+  auto r = run(dir, "ANTHROPIC_API_KEY=" + api_key + " " + bbcluster + " --suite torchbench --data " + hf_train
+                      + " --ops relu.default --topn 1 --backend llm --llm-provider anthropic --llm-model scripted"
+                      + " --llm-dsl pytorch --llm-base-url http://127.0.0.1:" + server.port + "/v1 --config "
+                      + dir / "fast.toml --log-dir " + dir / "run");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("correctness score (mean pass rate over all operators): 1.00") == 0);
+  auto requests = requests_of(dir, "aten.relu.default");
+  REQUIRE(requests.size() == 1);
+  CHECK(requests[0]["api"] == "anthropic");
+  CHECK(requests[0]["authorization_ok"] == true);
+  CHECK_FALSE(appears_under(dir / "run", api_key));
+}
+
 TEST_CASE("the llm backend refuses to start without a model or a usable URL", "[integration]") {
   bb::test::temp_dir dir;
   auto r = run(dir, bbcluster + " --backend llm --log-dir " + dir / "run");

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A chat-completions server on loopback with scripted replies, for bbcluster's llm tests.
+"""A model server on loopback with scripted replies, for bbcluster's llm tests: OpenAI's chat
+completions (POST .../chat/completions) and Anthropic's messages (POST .../messages).
 
     fake_llm_server.py SCRIPT.json PORT_FILE REQUEST_LOG [API_KEY]
 
@@ -9,8 +10,8 @@ list of replies, used in turn (the last one repeats):
     {"status": 429, "retry_after": "1"}                 an error status, optional Retry-After
     {"hang": 30}                                        answers nothing for 30 s
 The server listens on 127.0.0.1 on a free port, writes the port to PORT_FILE, and appends one
-JSON line per request to REQUEST_LOG: the operator, the request's number for it, whether the
-Authorization header carried API_KEY, the model, and the prompt.
+JSON line per request to REQUEST_LOG: the operator, the request's number for it, the API, whether
+the request carried API_KEY (Authorization: Bearer, or x-api-key), the model, and the prompt.
 """
 
 import json
@@ -45,7 +46,14 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         length = int(self.headers.get("Content-Length", 0))
         request = json.loads(self.rfile.read(length))
-        if not self.path.endswith("/chat/completions"):
+        if self.path.endswith("/chat/completions"):
+            api = "openai"
+            key_ok = self.headers.get("Authorization") == f"Bearer {api_key}"
+        elif self.path.endswith("/messages"):
+            api = "anthropic"
+            key_ok = (self.headers.get("x-api-key") == api_key
+                      and self.headers.get("anthropic-version") is not None)
+        else:
             self.reply(404, {"error": {"message": f"no endpoint {self.path}"}})
             return
         prompt = "\n".join(m["content"] for m in request["messages"] if m["role"] == "user")
@@ -56,9 +64,8 @@ class Handler(BaseHTTPRequestHandler):
             counts[op] = number + 1
             with open(log_path, "a") as log:
                 log.write(json.dumps({
-                    "op": op, "number": number + 1, "model": request.get("model"),
-                    "authorization_ok": self.headers.get("Authorization") == f"Bearer {api_key}",
-                    "prompt": prompt}) + "\n")
+                    "op": op, "number": number + 1, "api": api, "model": request.get("model"),
+                    "authorization_ok": key_ok, "prompt": prompt}) + "\n")
         replies = script.get(op) or [{"status": 404, "error": f"no script for {op}"}]
         step = replies[min(number, len(replies) - 1)]
         if "hang" in step:
@@ -68,6 +75,11 @@ class Handler(BaseHTTPRequestHandler):
         if status != 200:
             headers = [("Retry-After", step["retry_after"])] if "retry_after" in step else []
             self.reply(status, {"error": {"message": step.get("error", "scripted error")}}, headers)
+            return
+        if api == "anthropic":
+            self.reply(200, {"id": "fake", "type": "message", "role": "assistant",
+                             "model": request.get("model"), "stop_reason": "end_turn",
+                             "content": [{"type": "text", "text": step["content"]}]})
             return
         self.reply(200, {"id": "fake", "object": "chat.completion", "model": request.get("model"),
                          "choices": [{"index": 0, "finish_reason": "stop",
