@@ -11,6 +11,7 @@
 
 #include "actors/aten_generator.hpp"
 #include "actors/coordinator.hpp"
+#include "deterministic.hpp"
 
 using namespace bb;
 
@@ -132,33 +133,8 @@ evaluator_actor::behavior_type dying_evaluator(evaluator_actor::pointer self) {
   };
 }
 
-struct fixture {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  caf::scheduler::test_coordinator* sched = nullptr;
+struct fixture : bb::test::deterministic_system {
   std::shared_ptr<trace> t = std::make_shared<trace>();
-  std::vector<caf::actor> spawned;
-
-  fixture() {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    cfg.add_message_types<caf::id_block::bb>();
-    sys = std::make_unique<caf::actor_system>(cfg);
-    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
-  }
-
-  // The test scheduler runs nothing by itself: stop every actor before the system goes.
-  ~fixture() {
-    for (auto& a : spawned)
-      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    spawned.clear();
-    sched->run();
-  }
-
-  template <class Handle>
-  Handle keep(Handle h) {
-    spawned.push_back(caf::actor_cast<caf::actor>(h));
-    return h;
-  }
 
   coordinator_config config(size_t ops) {
     coordinator_config c;

@@ -10,6 +10,7 @@
 #include <caf/send.hpp>
 
 #include "actors/generative_generator.hpp"
+#include "deterministic.hpp"
 #include "support.hpp"
 
 using namespace bb;
@@ -66,28 +67,10 @@ std::string slurp(const fs::path& p) {
   return bb::test::read_file(p.string());
 }
 
-struct fixture {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  caf::scheduler::test_coordinator* sched = nullptr;
+struct fixture : bb::test::deterministic_system {
   std::shared_ptr<seen> s = std::make_shared<seen>();
-  std::vector<caf::actor> spawned;
   bb::test::temp_dir tmp;
   fs::path dir = tmp.path;
-
-  fixture() {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    cfg.add_message_types<caf::id_block::bb>();
-    sys = std::make_unique<caf::actor_system>(cfg);
-    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
-  }
-
-  ~fixture() {
-    for (auto& a : spawned)
-      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    spawned.clear();
-    sched->run();
-  }
 
   generator_actor spawn_generator(uint32_t max_versions, size_t authors) {
     generative_config c;
@@ -97,13 +80,9 @@ struct fixture {
       c.ops.push_back(make_op_brief(op, "", {"((T([4], f32),), {})"}));
     REQUIRE(c.folder.create(dir.string(), "llm", {{"model", "scripted"}}, "test").empty());
     std::vector<author_actor> pool;
-    for (size_t i = 0; i < authors; ++i) {
-      pool.push_back(sys->spawn(scripted_author, s));
-      spawned.push_back(caf::actor_cast<caf::actor>(pool.back()));
-    }
-    auto g = sys->spawn(generative_generator, c, pool);
-    spawned.push_back(caf::actor_cast<caf::actor>(g));
-    return g;
+    for (size_t i = 0; i < authors; ++i)
+      pool.push_back(keep(sys->spawn(scripted_author, s)));
+    return keep(sys->spawn(generative_generator, c, pool));
   }
 
   fs::path run_path() {
