@@ -52,7 +52,7 @@ void add_flags(CLI::App& app, flags& f) {
     ->check(CLI::IsMember({"none", "local", "ssh", "slurm"}));
   app.add_option("--config", f.config, "settings file (TOML), see configs/default.toml")
     ->check(CLI::ExistingFile);
-  app.add_option("--resume", f.resume, "run folder of an interrupted sweep");
+  app.add_option("--resume", f.resume, "run folder of an interrupted sweep (not in this version: refused)");
   app.add_option("--devices", f.devices, "evaluator slots (CPU slots on a machine without GPUs)")
     ->check(CLI::PositiveNumber);
   app.add_flag("--list", f.list, "print the selected operators with their input counts and exit");
