@@ -38,13 +38,15 @@ void follow(coordinator_pointer self, uint64_t id, generation_step step, eval_re
   auto& st = self->state;
   if (st.table.state_of(id) != job_table::state::reviewing)
     return; // abandoned meanwhile (no evaluator left)
+  // Every evaluated version is journaled: a resumed campaign takes up from there.
+  if (st.cfg.numbered_versions)
+    self->send(st.reporter, atom::revise_v, std::move(evaluated));
   if (step.final) {
     st.table.close(id);
     self->send(st.reporter, atom::result_v, std::move(step.result));
     finish_if_done(self);
     return;
   }
-  self->send(st.reporter, atom::revise_v, std::move(evaluated));
   auto version = st.table.revise(id);
   spdlog::info("coordinator: job {} ({}) goes on with version {}", id, st.table.job(id).op_name,
                version);
@@ -188,7 +190,8 @@ void compile_then_queue(coordinator_pointer self, uint64_t id, artefact a) {
 void start(coordinator_pointer self) {
   auto& st = self->state;
   for (auto& op : st.cfg.work.ops) {
-    auto id = st.table.add(op);
+    auto first = st.cfg.first_versions.find(op.op_name);
+    auto id = st.table.add(op, first == st.cfg.first_versions.end() ? 1 : first->second);
     self->request(st.generator, st.cfg.generate_timeout, atom::generate_v, op.op_name)
       .then(
         [=](artefact& a) { compile_then_queue(self, id, std::move(a)); },

@@ -23,6 +23,8 @@ struct coordinator_config {
   caf::timespan generate_timeout = std::chrono::minutes(10);
   /// The generator writes kernel versions (v1, v2, ...): results carry their version.
   bool numbered_versions = false;
+  /// The first version of an operator whose earlier versions a resumed campaign evaluated.
+  std::map<std::string, uint32_t> first_versions;
   caf::timespan compile_timeout = std::chrono::minutes(30);
 };
 

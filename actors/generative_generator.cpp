@@ -1,6 +1,9 @@
 #include "actors/generative_generator.hpp"
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <spdlog/spdlog.h>
 
@@ -117,6 +120,47 @@ void ask_for_version(generative_pointer self, op_campaign& c, const std::string&
   dispatch(self);
 }
 
+std::string why_final(const eval_result& standing, const op_campaign& c, const version_policy& p);
+
+// Decides an operator whose versions are done: the version that stands, and why.
+const eval_result& conclude(op_campaign& c, const version_policy& policy) {
+  const auto& standing = c.history.standing();
+  c.summary.status = is_correct_result(standing)       ? "passed"
+                     : score_result(standing).skipped ? "skipped"
+                                                      : "failed";
+  c.summary.final_version = standing.version;
+  c.summary.why = why_final(standing, c, policy);
+  return standing;
+}
+
+// Takes up what an interrupted campaign left of an operator: its evaluated versions (from the
+// journal), their files and sessions (from the run folder).
+void restore(const run_folder& folder, op_campaign& c, const std::vector<eval_result>& versions,
+             const version_policy& policy) {
+  for (auto& r : versions) {
+    c.history.record(r);
+    version_record rec;
+    rec.version = r.version;
+    rec.verdict = result_line(r);
+    rec.author_note = "before the resume";
+    auto file = folder.version_file(c.brief.folder, r.version);
+    if (!file.empty())
+      rec.file = std::filesystem::path(file).filename().string();
+    c.summary.versions.push_back(rec);
+    c.versions_asked = std::max(c.versions_asked, r.version);
+  }
+  auto last = folder.version_file(c.brief.folder, c.versions_asked);
+  if (!last.empty()) {
+    std::ifstream in(last, std::ios::binary);
+    std::stringstream code;
+    code << in.rdbuf();
+    c.last_code = code.str();
+  }
+  c.summary.sessions = folder.sessions_of(c.brief.folder);
+  if (!c.history.wants_another(policy))
+    conclude(c, policy);
+}
+
 std::string why_final(const eval_result& standing, const op_campaign& c, const version_policy& p) {
   auto line = result_line(standing);
   auto n = c.history.versions().size();
@@ -143,8 +187,13 @@ generator_actor::behavior_type generative_generator(generative_pointer self, gen
     c.brief = b;
     c.summary.op_name = b.op_name;
     c.summary.folder = b.folder;
+    if (auto r = cfg.restored.find(b.op_name); r != cfg.restored.end())
+      restore(st.folder, c, r->second, cfg.policy);
     st.ops.emplace(b.op_name, std::move(c));
   }
+  for (auto& [name, c] : st.ops)
+    if (!c.summary.versions.empty())
+      write_summaries(self, c);
   st.cfg = std::move(cfg);
   st.idle = std::move(authors);
   write_overall(self);
@@ -156,7 +205,13 @@ generator_actor::behavior_type generative_generator(generative_pointer self, gen
         rp.deliver(make_error(errc::bad_input, "generative_generator: unknown operator " + op_name));
         return rp;
       }
-      ask_for_version(self, it->second, "", [rp](artefact a) mutable { rp.deliver(std::move(a)); });
+      // A resumed operator goes on from its last evaluated version, with its feedback.
+      auto& c = it->second;
+      auto feedback = c.history.versions().empty()
+                        ? std::string()
+                        : describe_for_feedback(c.history.versions().back(), c.last_code,
+                                                self->state.cfg.policy.p);
+      ask_for_version(self, c, feedback, [rp](artefact a) mutable { rp.deliver(std::move(a)); });
       return rp;
     },
     [=](atom::revise, eval_result& r) -> caf::typed_response_promise<generation_step> {
@@ -183,12 +238,7 @@ generator_actor::behavior_type generative_generator(generative_pointer self, gen
         });
         return rp;
       }
-      const auto& standing = c.history.standing();
-      c.summary.status = is_correct_result(standing)       ? "passed"
-                         : score_result(standing).skipped ? "skipped"
-                                                          : "failed";
-      c.summary.final_version = standing.version;
-      c.summary.why = why_final(standing, c, st.cfg.policy);
+      const auto& standing = conclude(c, st.cfg.policy);
       write_summaries(self, c);
       write_overall(self);
       generation_step step;

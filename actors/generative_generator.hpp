@@ -24,6 +24,8 @@ struct generative_config {
   version_policy policy;
   /// The campaign's run folder, made by the program (run_folder::create).
   run_folder folder;
+  /// A resumed campaign: the versions its journal says were evaluated, per operator.
+  std::map<std::string, std::vector<eval_result>> restored;
   /// Bound on one author's answer (its own timeouts and retries included).
   caf::timespan author_timeout = std::chrono::hours(2);
 };

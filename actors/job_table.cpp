@@ -4,9 +4,10 @@
 
 namespace bb {
 
-uint64_t job_table::add(const op_inputs& op) {
+uint64_t job_table::add(const op_inputs& op, uint32_t first_version) {
   auto id = next_id_++;
   entry e;
+  e.version = first_version;
   e.job.job_id = id;
   e.job.op_name = op.op_name;
   e.job.correctness_inputs = op.correctness;

@@ -25,8 +25,9 @@ public:
     : max_attempts_(max_attempts), max_infra_retries_(max_infra_retries) {
   }
 
-  /// Adds a job for one operator, waiting for its artefact; returns its id.
-  uint64_t add(const op_inputs& op);
+  /// Adds a job for one operator, waiting for its artefact; returns its id. A resumed
+  /// campaign's operator starts at the version after those already evaluated.
+  uint64_t add(const op_inputs& op, uint32_t first_version = 1);
 
   /// The generator delivered the kernel: the job joins the queue.
   void set_artefact(uint64_t id, artefact kernel);

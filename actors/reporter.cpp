@@ -32,6 +32,11 @@ std::string summarize(const eval_result& r) {
   return buf;
 }
 
+// A job that did not run its inputs; an op this torch lacks is skipped, not failed.
+bool failed_as_a_whole(const eval_result& r) {
+  return r.outcome != "ok" && r.outcome != "unsupported" && r.outcome != "needs_cuda";
+}
+
 } // namespace
 
 reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cfg) {
@@ -49,15 +54,17 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
       return reporter_actor::behavior_type::make_empty_behavior();
     }
   }
+  for (auto& r : cfg.previous)
+    self->state.failed_jobs += failed_as_a_whole(r) ? 1 : 0;
+  self->state.results = std::move(cfg.previous);
+  cfg.previous.clear();
   self->state.cfg = std::move(cfg);
   return {
     [=](atom::result, eval_result& r) {
       auto& st = self->state;
       if (st.journal.is_open() && !st.journal.append(r))
         spdlog::error("reporter: cannot append to {}/results.jsonl", st.cfg.log_dir);
-      // An op this torch lacks is skipped, not failed.
-      if (r.outcome != "ok" && r.outcome != "unsupported" && r.outcome != "needs_cuda")
-        ++st.failed_jobs;
+      st.failed_jobs += failed_as_a_whole(r) ? 1 : 0;
       if (r.version > 0)
         spdlog::info("reporter: [{}/{}] {} final version {}: {}", st.results.size() + 1,
                      st.cfg.expected_jobs, r.op_name, r.version, summarize(r));
@@ -75,8 +82,7 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
       auto& st = self->state;
       if (st.journal.is_open() && !st.journal.append(r, "version_evaluated"))
         spdlog::error("reporter: cannot append to {}/results.jsonl", st.cfg.log_dir);
-      spdlog::info("reporter: {} version {}: {}; feedback goes to its generator", r.op_name,
-                   r.version, summarize(r));
+      spdlog::info("reporter: {} version {}: {}", r.op_name, r.version, summarize(r));
     },
     [=](atom::finish) -> sweep_report {
       auto& st = self->state;

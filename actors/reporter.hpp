@@ -20,6 +20,9 @@ struct reporter_config {
   double p = 1.0;
   /// Jobs the sweep will report, for progress lines.
   uint64_t expected_jobs = 0;
+  /// Results a resumed sweep's journal already holds: counted and reported, not journaled
+  /// again.
+  std::vector<eval_result> previous;
 };
 
 caf::error validate(const reporter_config& cfg);

@@ -114,7 +114,15 @@ journal_writer::~journal_writer() {
 }
 
 bool journal_writer::open(const std::string& path) {
+  // A journal cut short by a kill ends in half a line: the next line starts on its own.
+  bool torn = false;
+  if (std::FILE* in = std::fopen(path.c_str(), "rb")) {
+    torn = std::fseek(in, -1, SEEK_END) == 0 && std::fgetc(in) != '\n';
+    std::fclose(in);
+  }
   file_ = std::fopen(path.c_str(), "a");
+  if (file_ && torn && (std::fputc('\n', file_) == EOF || std::fflush(file_) != 0))
+    return false;
   return file_ != nullptr;
 }
 

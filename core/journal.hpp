@@ -29,13 +29,14 @@ public:
   journal_writer& operator=(const journal_writer&) = delete;
   ~journal_writer();
 
-  /// Opens `path` for appending; false (and errno set) on failure.
+  /// Opens `path` for appending, ending a torn last line (a killed sweep's) first; false (and
+  /// errno set) on failure.
   bool open(const std::string& path);
 
   /// Writes one line for `r`: event "job_finished" (terminal), "job_requeued" (an attempt
   /// that ended in a runner or node fault and goes back to the queue) or "version_evaluated"
-  /// (a generated kernel version whose evaluation goes back to its generator as feedback);
-  /// false on a write error.
+  /// (every evaluated kernel version of a generative backend; the one that stands also gets
+  /// its job_finished line); false on a write error.
   bool append(const eval_result& r, const std::string& event = "job_finished");
 
   bool is_open() const {

@@ -1,6 +1,8 @@
 #include "core/run_folder.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <ctime>
 #include <filesystem>
 #include <sstream>
@@ -77,6 +79,54 @@ std::string run_folder::create(const std::string& parent, const std::string& bac
   path_ = base.string();
   return write_file_atomically(base / "README.md",
                                readme_text(base.filename().string(), backend, settings, command));
+}
+
+std::string run_folder::reopen(const std::string& path, const std::string& backend,
+                               const settings_lines& settings) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec))
+    return path + " is not a folder";
+  fs::create_directories(fs::path(path) / "agent_logs", ec);
+  if (ec)
+    return "cannot create " + path + "/agent_logs: " + ec.message();
+  path_ = path;
+  backend_ = backend;
+  settings_ = settings;
+  return "";
+}
+
+std::string run_folder::find_latest(const std::string& parent, const std::string& backend) {
+  std::string latest;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(parent.empty() ? "." : parent, ec)) {
+    auto name = e.path().filename().string();
+    // Timestamped names sort in time order.
+    if (e.is_directory() && name.rfind(backend + "_run_", 0) == 0 && e.path().string() > latest)
+      latest = e.path().string();
+  }
+  return latest;
+}
+
+std::string run_folder::version_file(const std::string& folder, uint32_t version) const {
+  for (auto kind : {"py", "cu", "cpp"}) {
+    auto file = fs::path(path_) / folder
+                / (folder + "_implementation_v" + std::to_string(version) + "." + kind);
+    if (fs::exists(file))
+      return file.string();
+  }
+  return "";
+}
+
+std::vector<std::string> run_folder::sessions_of(const std::string& folder) const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(path_, ec)) {
+    auto name = e.path().filename().string();
+    if (e.is_directory() && name.rfind(folder + "_session_", 0) == 0)
+      out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::string run_folder::write_version(const std::string& folder, uint32_t version,

@@ -56,6 +56,19 @@ public:
   std::string create(const std::string& parent, const std::string& backend,
                      const settings_lines& settings, const std::string& command);
 
+  /// Takes up the existing run folder `path` of an interrupted campaign; "" or why not.
+  std::string reopen(const std::string& path, const std::string& backend,
+                     const settings_lines& settings);
+
+  /// The newest `<backend>_run_*` folder in `parent`, or "".
+  static std::string find_latest(const std::string& parent, const std::string& backend);
+
+  /// The file of a version already written (any kind), or "".
+  std::string version_file(const std::string& folder, uint32_t version) const;
+
+  /// The preserved session folders of an operator, by name.
+  std::vector<std::string> sessions_of(const std::string& folder) const;
+
   const std::string& path() const {
     return path_;
   }

@@ -162,7 +162,7 @@ using reporter_actor = caf::typed_actor<
   caf::reacts_to<atom::result, eval_result>,
   // Record an attempt that failed as a whole and goes back to the queue: journal line.
   caf::reacts_to<atom::requeue, eval_result>,
-  // Record an evaluated kernel version that goes back to its generator: journal line.
+  // Record an evaluated kernel version of a generative backend: journal line.
   caf::reacts_to<atom::revise, eval_result>,
   // All jobs are terminal: write the reports and answer with the scores.
   caf::replies_to<atom::finish>::with<sweep_report>>;

@@ -8,6 +8,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -18,6 +19,7 @@
 #include "core/curve_keys.hpp"
 #include "core/ops.hpp"
 #include "core/plan.hpp"
+#include "core/resume.hpp"
 #include "messages/errors.hpp"
 #include "nodes/cli.hpp"
 #include "nodes/cluster.hpp"
@@ -42,17 +44,22 @@ int main(int argc, char** argv) {
   CLI::App app{"bbcluster: evaluates generated PyTorch operator kernels, BackendBench-compatible"};
   bb::cli::flags f;
   bb::cli::add_flags(app, f);
+  // --resume RUN_DIR runs the recorded sweep again, from where it is started.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (auto err = bb::cli::expand_resume(args); !err.empty()) {
+    std::cerr << "bbcluster: " << err << "\n";
+    return 2;
+  }
+  std::vector<char*> words{argv[0]};
+  for (auto& a : args)
+    words.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(words.size()), words.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "bbcluster: error: " << e.what() << " (see --help)\n";
     return 2;
-  }
-  if (auto why = bb::cli::unavailable(f); !why.empty()) {
-    std::cerr << "bbcluster: " << why << "\n";
-    return 3;
   }
   bb::settings s;
   if (auto err = bb::cli::merge_settings(app, f, s); !err.empty()) {
@@ -95,23 +102,37 @@ int main(int argc, char** argv) {
     scratch = mkdtemp(tmpl) ? tmpl : "/tmp";
   }
 
+  auto command = bb::cli::command_line(words);
+  bb::cli::resumed_sweep resumed;
+  if (!f.resume.empty()) {
+    if (auto err = bb::cli::read_resumed_sweep(run_dir, s, plan, resumed); !err.empty()) {
+      std::cerr << "bbcluster: cannot resume: " << err << "\n";
+      return 2;
+    }
+  }
   // The generative backends are checked (a model, KernelAgent importable) before anything
   // starts or is written.
   bb::cli::generative_plan gplan;
   if (generative_run) {
-    auto err = bb::cli::prepare_generative(f, s, plan, run_dir, bb::cli::command_line(argc, argv), gplan);
+    auto err = bb::cli::prepare_generative(f, s, plan, run_dir, command, resumed, gplan);
     if (!err.empty()) {
       std::cerr << "bbcluster: " << err << "\n";
       return 2;
     }
   }
+  if (f.resume.empty() && !run_dir.empty()) {
+    std::error_code ec;
+    if (auto err = bb::write_sweep_record(run_dir, {args, std::filesystem::current_path(ec).string()}); !err.empty())
+      spdlog::warn("bbcluster: {} (this sweep cannot be resumed)", err);
+  }
+  auto total_ops = plan.work.ops.size();
+  bb::cli::drop_resumed_ops(resumed, plan);
 
   int rc = 0;
   {
     caf::actor_system_config cfg;
     cfg.add_message_types<caf::id_block::bb>();
     caf::actor_system sys{cfg};
-    auto command = bb::cli::command_line(argc, argv);
     // Evaluators: this process's own node, or the slots of the nodes of --nodes (which build
     // their own kernels).
     bb::local_node local;
@@ -136,13 +157,16 @@ int main(int argc, char** argv) {
       generator = f.backend == "directory" ? sys.spawn(bb::directory_generator, kernels)
                                            : sys.spawn(bb::aten_generator);
     }
-    auto reporter = sys.spawn(bb::reporter, bb::reporter_config{run_dir, command, s.p,
-                                                                plan.work.ops.size()});
+    auto reporter = sys.spawn(bb::reporter, bb::reporter_config{run_dir, command, s.p, total_ops,
+                                                                resumed.previous});
+    for (auto& r : resumed.concluded)
+      caf::anon_send(reporter, bb::atom::result_v, r);
     bb::coordinator_config ccfg;
     if (generative_run) {
       // The generative layer bounds its authors itself; requests wait their turn there.
       ccfg.generate_timeout = std::chrono::hours(24 * 30);
       ccfg.numbered_versions = true;
+      ccfg.first_versions = resumed.first_versions;
     }
     ccfg.work = plan.work;
     ccfg.max_attempts = static_cast<uint32_t>(s.max_attempts);

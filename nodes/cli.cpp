@@ -5,8 +5,12 @@
 #include <filesystem>
 #include <set>
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
+#include "core/generation.hpp"
+#include "core/resume.hpp"
 #include "core/runner_process.hpp"
 #include "messages/errors.hpp"
 
@@ -52,16 +56,106 @@ void add_flags(CLI::App& app, flags& f) {
     ->check(CLI::IsMember({"none", "local", "ssh", "slurm"}));
   app.add_option("--config", f.config, "settings file (TOML), see configs/default.toml")
     ->check(CLI::ExistingFile);
-  app.add_option("--resume", f.resume, "run folder of an interrupted sweep (not in this version: refused)");
+  app.add_option("--resume", f.resume,
+                 "run folder of an interrupted sweep: runs its recorded command again, leaving out "
+                 "the operators its journal has finished (give no other flags)");
   app.add_option("--devices", f.devices, "evaluator slots (CPU slots on a machine without GPUs)")
     ->check(CLI::PositiveNumber);
   app.add_flag("--list", f.list, "print the selected operators with their input counts and exit");
 }
 
-std::string unavailable(const flags& f) {
-  if (!f.resume.empty())
-    return "--resume is not available in this version";
+std::string expand_resume(std::vector<std::string>& args) {
+  std::string run_dir;
+  std::vector<std::string> log_level, others;
+  bool resume = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto& a = args[i];
+    auto value = [&](const std::string& flag) -> std::optional<std::string> {
+      if (a == flag && i + 1 < args.size())
+        return args[++i];
+      if (a.rfind(flag + "=", 0) == 0)
+        return a.substr(flag.size() + 1);
+      return std::nullopt;
+    };
+    if (auto v = value("--resume")) {
+      resume = true;
+      run_dir = *v;
+    } else if (auto l = value("--log-level")) {
+      log_level = {"--log-level", *l};
+    } else {
+      others.push_back(a);
+    }
+  }
+  if (!resume)
+    return "";
+  if (!others.empty())
+    return "--resume RUN_DIR takes the sweep's flags from RUN_DIR/sweep.json; give no others "
+           "(--log-level aside), not " + others.front();
+  std::error_code ec;
+  auto dir = std::filesystem::absolute(run_dir, ec).lexically_normal().string();
+  sweep_record record;
+  if (auto err = read_sweep_record(dir, record); !err.empty())
+    return "cannot resume: " + err;
+  if (!std::filesystem::exists(dir + "/results.jsonl"))
+    return "cannot resume: " + dir + "/results.jsonl is missing";
+  // Relative paths of the recorded flags are relative to where the sweep was started.
+  if (!record.cwd.empty() && ::chdir(record.cwd.c_str()) != 0)
+    return "cannot resume: the sweep was started in " + record.cwd + ", which is gone";
+  args = resume_args(record, dir, log_level);
   return "";
+}
+
+std::string read_resumed_sweep(const std::string& run_dir, const settings& s, const sweep_plan& plan,
+                               resumed_sweep& out) {
+  journal_state journal;
+  if (auto err = read_journal_state(run_dir + "/results.jsonl", journal); !err.empty())
+    return err;
+  for (auto& p : journal.problems)
+    spdlog::warn("bbcluster: {} (line left out; its job runs again)", p);
+  version_policy policy;
+  policy.max_versions = static_cast<uint32_t>(s.attempts);
+  policy.improve_when_slow = s.improve_when_slow;
+  policy.p = s.p;
+  for (auto& op : plan.work.ops) {
+    auto done = journal.finished.find(op.op_name);
+    auto versions = journal.versions.find(op.op_name);
+    if (versions != journal.versions.end())
+      out.versions[op.op_name] = versions->second;
+    if (done != journal.finished.end()) {
+      out.previous.push_back(done->second);
+      continue;
+    }
+    if (versions == journal.versions.end())
+      continue;
+    version_history h;
+    uint32_t last = 0;
+    for (auto& v : versions->second) {
+      h.record(v);
+      last = std::max(last, v.version);
+    }
+    if (h.wants_another(policy))
+      out.first_versions[op.op_name] = last + 1;
+    else
+      out.concluded.push_back(h.standing());
+  }
+  spdlog::info("bbcluster: resuming {}: {} of {} operators finished before{}", run_dir,
+               out.previous.size(), plan.work.ops.size(),
+               out.first_versions.empty()
+                 ? std::string()
+                 : ", " + std::to_string(out.first_versions.size()) + " go on from a later version");
+  return "";
+}
+
+void drop_resumed_ops(const resumed_sweep& r, sweep_plan& plan) {
+  std::set<std::string> gone;
+  for (auto& x : r.previous)
+    gone.insert(x.op_name);
+  for (auto& x : r.concluded)
+    gone.insert(x.op_name);
+  auto& ops = plan.work.ops;
+  ops.erase(std::remove_if(ops.begin(), ops.end(),
+                           [&](const op_inputs& op) { return gone.count(op.op_name) > 0; }),
+            ops.end());
 }
 
 std::string merge_settings(const CLI::App& app, const flags& f, settings& s) {
@@ -171,10 +265,10 @@ std::string attach_directory(const std::string& dir, const settings& s, sweep_pl
   return "";
 }
 
-std::string command_line(int argc, char** argv) {
+std::string command_line(const std::vector<char*>& words) {
   std::string command = "bbcluster";
-  for (int i = 1; i < argc; ++i)
-    command += std::string(" ") + argv[i];
+  for (size_t i = 1; i < words.size(); ++i)
+    command += std::string(" ") + words[i];
   return command;
 }
 

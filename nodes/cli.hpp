@@ -5,6 +5,7 @@
 // kernels). Configuration only: nothing here a test would want to reach past the programs.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,8 +38,30 @@ struct flags {
 
 void add_flags(CLI::App& app, flags& f);
 
-/// Features of later versions fail loudly instead of being ignored; "" when all is available.
-std::string unavailable(const flags& f);
+/// --resume RUN_DIR: replaces `args` (without the program name) by the recorded sweep's
+/// arguments, run again in its folder with its run directory; only --log-level may come
+/// with --resume. "" (also when there is no --resume) or why not.
+std::string expand_resume(std::vector<std::string>& args);
+
+/// What a resumed sweep takes up from its journal.
+struct resumed_sweep {
+  /// Operators finished before: reported, not run again.
+  std::vector<eval_result> previous;
+  /// Operators whose versions were all evaluated but whose final result was not written:
+  /// reported now, not run again.
+  std::vector<eval_result> concluded;
+  /// Evaluated versions per operator, for the generative layer.
+  std::map<std::string, std::vector<eval_result>> versions;
+  /// Where each unfinished operator's versions go on.
+  std::map<std::string, uint32_t> first_versions;
+};
+
+/// Reads the journal of `run_dir` for the operators of `plan`; "" or why it cannot resume.
+std::string read_resumed_sweep(const std::string& run_dir, const settings& s, const sweep_plan& plan,
+                               resumed_sweep& out);
+
+/// Leaves out of `plan` the operators a resumed sweep does not run again.
+void drop_resumed_ops(const resumed_sweep& r, sweep_plan& plan);
 
 /// Settings from --config with the flags on top; "" or the error.
 std::string merge_settings(const CLI::App& app, const flags& f, settings& s);
@@ -56,7 +79,7 @@ std::string attach_directory(const std::string& dir, const settings& s, sweep_pl
                              std::vector<directory_kernel>& kernels);
 
 /// The command line as one string, for reports.
-std::string command_line(int argc, char** argv);
+std::string command_line(const std::vector<char*>& words);
 
 /// backendbench_output_<timestamp>
 std::string timestamped_dir();
@@ -74,7 +97,7 @@ struct generative_plan {
 /// operators' schemas and makes the run folder; "" or a fatal error for the user.
 std::string prepare_generative(const flags& f, const settings& s, const sweep_plan& plan,
                                const std::string& run_dir, const std::string& command,
-                               generative_plan& out);
+                               const resumed_sweep& resumed, generative_plan& out);
 
 /// The generative backend's actors: its authors (detached) and the generator.
 struct generative_backend {

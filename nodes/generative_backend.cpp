@@ -63,7 +63,7 @@ kernel_agent_config make_agent_config(const settings& s) {
 
 std::string prepare_generative(const flags& f, const settings& s, const sweep_plan& plan,
                                const std::string& run_dir, const std::string& command,
-                               generative_plan& out) {
+                               const resumed_sweep& resumed, generative_plan& out) {
   settings_lines lines = {{"suite", f.suite},
                           {"attempts per operator", std::to_string(s.attempts)},
                           {"another version when correct but not faster than p",
@@ -122,8 +122,14 @@ std::string prepare_generative(const flags& f, const settings& s, const sweep_pl
   auto parent = !s.run_folder_dir.empty() ? s.run_folder_dir
                 : !run_dir.empty()        ? run_dir
                                           : std::string("generated_kernels");
-  if (auto why = cfg.folder.create(parent, f.backend, lines, command); !why.empty())
+  cfg.restored = resumed.versions;
+  auto earlier = f.resume.empty() ? std::string() : run_folder::find_latest(parent, f.backend);
+  if (!earlier.empty()) {
+    if (auto why = cfg.folder.reopen(earlier, f.backend, lines); !why.empty())
+      return why;
+  } else if (auto why = cfg.folder.create(parent, f.backend, lines, command); !why.empty()) {
     return why;
+  }
   spdlog::info("bbcluster: {} kernels go to {}", f.backend, cfg.folder.path());
   return "";
 }

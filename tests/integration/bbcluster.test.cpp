@@ -3,6 +3,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <sstream>
 #include <thread>
 
 #include <dirent.h>
@@ -152,14 +153,8 @@ TEST_CASE("bad command lines exit 2 with a one-line reason", "[integration]") {
         != std::string::npos);
 }
 
-TEST_CASE("features of later versions refuse instead of being ignored", "[integration]") {
+TEST_CASE("the help lists BackendBench's flags and ours", "[integration]") {
   bb::test::temp_dir dir;
-  for (auto flags : {"--resume somewhere"}) {
-    auto r = run(dir, bbcluster + " " + flags);
-    INFO(flags);
-    CHECK(r.status == 3);
-    CHECK(r.err.find("not available in this version") != std::string::npos);
-  }
   auto help = run(dir, bbcluster + " --help");
   CHECK(help.status == 0);
   for (auto flag : {"--suite", "--backend", "--ops", "--topn", "--llm-attempts", "--llm-model",
@@ -190,4 +185,54 @@ TEST_CASE("bbnode --check evaluates relu on every slot", "[integration]") {
   CHECK(r.status == 0);
   CHECK(r.out.find("slot 0: ok (cpu, torch 2.") != std::string::npos);
   CHECK(r.out.find("slot 1: ok (cpu, torch 2.") != std::string::npos);
+}
+
+TEST_CASE("resuming an interrupted sweep runs the rest and reports all of it", "[integration]") {
+  bb::test::temp_dir dir;
+  auto sweep = "cd " + dir.path + " && " + bbcluster + " --suite torchbench --data " BB_SHARED_DIR
+               "/data/traces/hf_train --ops relu.default,tanh.default,neg.default --topn 1 --log-dir run";
+  auto first = run(dir, sweep);
+  INFO(first.err);
+  REQUIRE(first.status == 0);
+  auto journal = dir / "run/results.jsonl";
+  auto lines = bb::test::journal_lines(journal, "job_finished");
+  REQUIRE(lines.size() == 3);
+  // As if the sweep had been killed after two operators, in the middle of a line.
+  bb::test::write_file(journal, lines[0].dump() + "\n" + lines[1].dump() + "\n{\"job_id\": 3, \"ev");
+  auto interrupted = lines[2]["op_name"].get<std::string>();
+
+  auto resumed = run(dir, "cd / && " + bbcluster + " --resume " + dir / "run");
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  CHECK(resumed.out.find("correctness score (mean pass rate over all operators): 1.00") == 0);
+  CHECK_THAT(resumed.err, Catch::Contains("2 of 3 operators finished before"));
+  CHECK_THAT(resumed.err, Catch::Contains("results.jsonl:3:")); // the torn line, named
+  CHECK_THAT(resumed.err, Catch::Contains("coordinator: 1 jobs"));
+  // The torn line stays, alone on its line; the resumed operator's result follows it whole.
+  std::istringstream after(bb::test::read_file(journal));
+  size_t torn = 0;
+  std::vector<std::string> done;
+  for (std::string line; std::getline(after, line);) {
+    auto j = json::parse(line, nullptr, false);
+    if (j.is_discarded())
+      ++torn;
+    else if (j["event"] == "job_finished")
+      done.push_back(j["op_name"]);
+  }
+  CHECK(torn == 1);
+  REQUIRE(done.size() == 3);
+  CHECK(done[2] == interrupted);
+  auto summary = bb::test::read_file(dir / "run/operator_summary.csv");
+  for (auto op : {"relu.default", "tanh.default", "neg.default"})
+    CHECK_THAT(summary, Catch::Contains(op));
+}
+
+TEST_CASE("resume refuses a folder without a sweep, and flags beside it", "[integration]") {
+  bb::test::temp_dir dir;
+  auto none = run(dir, bbcluster + " --resume " + dir / "nothing");
+  CHECK(none.status == 2);
+  CHECK_THAT(none.err, Catch::Contains("sweep.json: missing"));
+  auto extra = run(dir, bbcluster + " --resume " + dir.path + " --ops relu");
+  CHECK(extra.status == 2);
+  CHECK_THAT(extra.err, Catch::Contains("give no others"));
 }

@@ -186,7 +186,8 @@ TEST_CASE("the llm backend converges after feedback, retries 429s and survives a
   CHECK_THAT(finished["aten.cos.default"]["detail"].get<std::string>(), Catch::Contains("no fenced code block"));
   CHECK(finished["aten.add.Tensor"]["outcome"] == "no_kernel");
   CHECK_THAT(finished["aten.add.Tensor"]["detail"].get<std::string>(), Catch::Contains("no answer within"));
-  CHECK(bb::test::journal_lines(dir / "run/results.jsonl", "version_evaluated").size() == 3);
+  // Every evaluated version: relu 1, tanh 2, cos 2, neg 1, add 2.
+  CHECK(bb::test::journal_lines(dir / "run/results.jsonl", "version_evaluated").size() == 8);
 
   auto folder = only_run_folder(dir / "run", "llm_run_");
   CHECK(names_in(folder / "tanh__default")
@@ -445,4 +446,44 @@ TEST_CASE("kernel_agent: a campaign's kernels are evaluated on the nodes of a ho
     auto node = j["provenance"]["node"].get<std::string>();
     CHECK((node == "a" || node == "b"));
   }
+}
+
+TEST_CASE("kernel_agent: a resumed campaign goes on from the last evaluated version",
+          "[integration]") {
+  bb::test::temp_dir dir;
+  bb::test::write_file(dir / "fast.toml", fast_settings);
+  bb::test::write_file(dir / "agent.json", json{{"aten.tanh.default", {"wrong", "success"}}}.dump());
+  auto env = "FAKE_AGENT_SCRIPT=" + dir / "agent.json" + " PYTHONPATH=" BB_SOURCE_DIR "/tests/kernel_agent ";
+  auto first = run(dir, "cd " + dir.path + " && " + env + bbcluster + " --suite torchbench --data " + hf_train
+                          + " --backend kernel_agent --ops relu.default,tanh.default --topn 1 --llm-attempts 3"
+                          + " --config fast.toml --log-dir run");
+  INFO(first.err);
+  REQUIRE(first.status == 0);
+  // As if the campaign had been killed after tanh's v1 was evaluated: its later lines go.
+  auto journal = dir / "run/results.jsonl";
+  std::string kept;
+  for (auto& j : bb::test::journal_lines(journal))
+    if (j["op_name"] != "aten.tanh.default" || (j["event"] == "version_evaluated" && j["version"] == 1))
+      kept += j.dump() + "\n";
+  bb::test::write_file(journal, kept);
+
+  auto resumed = run(dir, env + bbcluster + " --resume " + dir / "run");
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  CHECK(resumed.out.find("correctness score (mean pass rate over all operators): 1.00") == 0);
+  CHECK_THAT(resumed.err, Catch::Contains("1 go on from a later version"));
+  auto finished = bb::test::journal_lines(journal, "job_finished");
+  REQUIRE(finished.size() == 2);
+  CHECK(finished[1]["op_name"] == "aten.tanh.default");
+  CHECK(finished[1]["version"] == 2);
+  // The same run folder, v2 written again with v1's evaluation as feedback.
+  auto folder = only_run_folder(dir / "run", "kernel_agent_run_");
+  auto v2 = json::parse(bb::test::read_file((folder / "agent_logs/tanh__default_v2.request.json").string()));
+  CHECK_THAT(v2["problem_description"].get<std::string>(), Catch::Contains("Incorrect on input"));
+  auto summary = bb::test::read_file((folder / "tanh__default/tanh__default_summary.txt").string());
+  CHECK_THAT(summary, Catch::Contains("v1: tanh__default_implementation_v1.py: incorrect"));
+  CHECK_THAT(summary, Catch::Contains("before the resume"));
+  CHECK_THAT(summary, Catch::Contains("Final status: passed (version 2 stands)"));
+  auto overall = bb::test::read_file((folder / "OVERALL_SUMMARY.txt").string());
+  CHECK_THAT(overall, Catch::Contains("Passed: 2"));
 }

@@ -1,0 +1,49 @@
+#pragma once
+
+// Resuming an interrupted sweep (--resume RUN_DIR): the command line a sweep keeps in its run
+// folder (sweep.json), and what its journal (results.jsonl) says is finished. No actors here.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "messages/records.hpp"
+
+namespace bb {
+
+/// How a sweep was started, kept in `<run dir>/sweep.json`.
+struct sweep_record {
+  /// The arguments after the program name.
+  std::vector<std::string> args;
+  /// The folder it was started in (relative paths in `args` are relative to it).
+  std::string cwd;
+};
+
+/// Writes `<run_dir>/sweep.json`; "" or why not.
+std::string write_sweep_record(const std::string& run_dir, const sweep_record& r);
+
+/// Reads `<run_dir>/sweep.json`; "" or why not (naming the file).
+std::string read_sweep_record(const std::string& run_dir, sweep_record& out);
+
+/// The arguments that resume a recorded sweep in `run_dir` (an absolute path): the recorded
+/// ones without --log-dir, --disable-output-logs and --resume, then `--log-dir run_dir
+/// --resume run_dir`, then `extra` (e.g. --log-level).
+std::vector<std::string> resume_args(const sweep_record& r, const std::string& run_dir,
+                                     const std::vector<std::string>& extra);
+
+/// What a journal says of an interrupted sweep.
+struct journal_state {
+  /// Each finished operator's result (its last job_finished line).
+  std::map<std::string, eval_result> finished;
+  /// The evaluated kernel versions of a generative backend, per operator, in order
+  /// (version_evaluated lines; a version evaluated again replaces its earlier line).
+  std::map<std::string, std::vector<eval_result>> versions;
+  /// "path:line: why" for each line that cannot be read (one cut short by a kill); the rest
+  /// still counts.
+  std::vector<std::string> problems;
+};
+
+/// Reads a journal; "" or why it cannot be read at all.
+std::string read_journal_state(const std::string& path, journal_state& out);
+
+} // namespace bb
