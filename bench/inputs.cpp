@@ -31,7 +31,7 @@ double seconds_since(clock_type::time_point t) {
 
 int main(int argc, char** argv) {
   std::string path = argc > 1 ? argv[1]
-                              : BB_SHARED_DIR "/data/traces/backendbench/backend_bench_problems_included.txt";
+                              : BB_TRACES_DIR "/backendbench/backend_bench_problems_included.txt";
   std::vector<std::string> sample;
   for (int i = 2; i < argc; ++i)
     sample.push_back(argv[i]);

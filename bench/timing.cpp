@@ -50,7 +50,7 @@ std::string write_do_bench_module(const std::string& dir, const std::string& op_
 } // namespace
 
 int main(int argc, char** argv) {
-  std::string path = argc > 1 ? argv[1] : BB_SHARED_DIR "/data/traces/hf_train";
+  std::string path = argc > 1 ? argv[1] : BB_TRACES_DIR "/hf_train";
   size_t per_op = argc > 2 ? std::stoul(argv[2]) : 2;
   const std::vector<std::string> sample = {
     "aten.relu.default",      "aten.add.Tensor",         "aten.mul.Tensor",

@@ -7,16 +7,16 @@
 #   scripts/gpu-check.sh OUT_DIR [TRACES_DIR]
 #
 # BBCLUSTER_PYTHON picks the Python (default: python3 on PATH); TRACES_DIR holds the operator
-# traces (default: the shared data beside the checkout). GPU_CHECK_STEPS picks the steps after
+# traces (default: data/traces of the checkout). GPU_CHECK_STEPS picks the steps after
 # the build (default: all of tests,timing,compile,sweep,campaign).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=$(mkdir -p "${1:?usage: gpu-check.sh OUT_DIR [TRACES_DIR]}" && cd "$1" && pwd)
-traces=${2:-$here/../shared/data/traces}
+traces=${2:-$here/data/traces}
 export BBCLUSTER_SKIP_PACKAGES=1
 export BBCLUSTER_PYTHON=${BBCLUSTER_PYTHON:-$(command -v python3)}
 export BBCLUSTER_BUILD_DIR=${BBCLUSTER_BUILD_DIR:-$here/build-gpu}
-export BBCLUSTER_CMAKE_ARGS="-DTORCH_CUDA_ARCH_LIST=9.0 -DBBCLUSTER_SHARED_DIR=$(dirname "$(dirname "$traces")") ${BBCLUSTER_CMAKE_ARGS:-}"
+export BBCLUSTER_CMAKE_ARGS="-DTORCH_CUDA_ARCH_LIST=9.0 -DBBCLUSTER_TRACES_DIR=$traces ${BBCLUSTER_CMAKE_ARGS:-}"
 build=$BBCLUSTER_BUILD_DIR
 steps=${GPU_CHECK_STEPS:-tests,timing,compile,sweep,campaign}
 want() { [[ ",$steps," == *",$1,"* ]]; }

@@ -35,7 +35,7 @@ TEST_CASE("folder names convert both ways as BackendBench's do", "[core]") {
 }
 
 TEST_CASE("folder names round-trip for every operator of the shared traces", "[core]") {
-  auto report = traces::load(BB_SHARED_DIR "/data/traces");
+  auto report = traces::load(BB_TRACES_DIR);
   std::set<std::string> names;
   for (auto& op : report.loaded.ops)
     names.insert(op.op_name);

@@ -12,7 +12,7 @@ using namespace bb;
 
 namespace {
 
-const std::string traces_dir = BB_SHARED_DIR "/data/traces";
+const std::string traces_dir = BB_TRACES_DIR;
 
 size_t count_cnt_lines(const std::string& root) {
   size_t n = 0;

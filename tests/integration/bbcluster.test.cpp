@@ -189,8 +189,8 @@ TEST_CASE("bbnode --check evaluates relu on every slot", "[integration]") {
 
 TEST_CASE("resuming an interrupted sweep runs the rest and reports all of it", "[integration]") {
   bb::test::temp_dir dir;
-  auto sweep = "cd " + dir.path + " && " + bbcluster + " --suite torchbench --data " BB_SHARED_DIR
-               "/data/traces/hf_train --ops relu.default,tanh.default,neg.default --topn 1 --log-dir run";
+  auto sweep = "cd " + dir.path + " && " + bbcluster + " --suite torchbench --data " BB_TRACES_DIR
+               "/hf_train --ops relu.default,tanh.default,neg.default --topn 1 --log-dir run";
   auto first = run(dir, sweep);
   INFO(first.err);
   REQUIRE(first.status == 0);

@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string bbcluster = BB_BIN_DIR "/bbcluster";
-const std::string hf_train = BB_SHARED_DIR "/data/traces/hf_train";
+const std::string hf_train = BB_TRACES_DIR "/hf_train";
 const std::string api_key = "sk-bbtest-never-in-a-file-4242";
 
 // Short timings: CPU evaluation of a few inputs, quick retries.

@@ -72,7 +72,7 @@ TEST_CASE("a torchbench sweep: runnable ops are scored, the rest skipped and sai
 
 TEST_CASE("the real hf_train traces: relu's two largest inputs pass on the CPU", "[integration]") {
   bb::test::temp_dir dir;
-  auto r = run(dir, bbcluster + " --suite torchbench --data " BB_SHARED_DIR "/data/traces/hf_train"
+  auto r = run(dir, bbcluster + " --suite torchbench --data " BB_TRACES_DIR "/hf_train"
                       " --ops relu.default --topn 2 --disable-output-logs --config " BB_SOURCE_DIR
                       "/tests/fast.toml");
   INFO(r.err);
