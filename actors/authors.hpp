@@ -6,8 +6,8 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
-#include "core/kernel_agent.hpp"
-#include "core/llm_client.hpp"
+#include "generate/kernel_agent.hpp"
+#include "generate/llm_client.hpp"
 #include "messages/types.hpp"
 
 namespace bb {

@@ -8,7 +8,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include "core/compiler.hpp"
+#include "artefacts/compiler.hpp"
 #include "messages/types.hpp"
 
 namespace bb {

@@ -4,7 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "core/results.hpp"
+#include "results/results.hpp"
 #include "messages/errors.hpp"
 
 namespace bb {
@@ -65,7 +65,7 @@ void settle(coordinator_pointer self, eval_result result) {
       return;
     case job_table::verdict::retry:
       spdlog::warn("coordinator: job {} ({}) attempt {} {}; retrying", result.job_id,
-                   result.op_name, result.attempt, result.outcome);
+                   result.op_name, result.attempt, to_string(result.outcome));
       self->send(st.reporter, atom::requeue_v, std::move(result));
       return;
     case job_table::verdict::terminal:

@@ -9,7 +9,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/job_table.hpp"
-#include "core/suite.hpp"
+#include "suite/suite.hpp"
 #include "messages/types.hpp"
 
 namespace bb {

@@ -5,7 +5,7 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
-#include "core/kernel_dir.hpp"
+#include "artefacts/kernel_dir.hpp"
 #include "messages/types.hpp"
 
 namespace bb {

@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include "core/results.hpp"
+#include "results/results.hpp"
 #include "messages/errors.hpp"
 
 namespace bb {
@@ -115,7 +115,7 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
         // A runner that lost its CUDA context, or whose Python a kernel spoiled, exits after
         // its result: the next job gets a fresh one.
         auto& flags = result.flags;
-        if (result.outcome == "cuda_error"
+        if (spoils_runner(result.outcome)
             || std::find(flags.begin(), flags.end(), "replaces_timer") != flags.end())
           st.runner.stop();
         return result;

@@ -9,7 +9,7 @@
 #include <caf/error.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "core/runner_process.hpp"
+#include "process/runner_supervisor.hpp"
 #include "messages/types.hpp"
 
 namespace bb {
@@ -48,7 +48,7 @@ caf::error validate(const evaluator_config& cfg);
 struct evaluator_state {
   static inline const char* name = "evaluator";
   evaluator_config cfg;
-  runner_process runner;
+  runner_supervisor runner;
   /// Runners started after the first, i.e. after a fault.
   uint64_t restarts = 0;
   /// Restarts not yet reported with a result.

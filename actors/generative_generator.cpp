@@ -7,8 +7,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "core/kernel_dir.hpp"
-#include "core/scoring.hpp"
+#include "artefacts/kernel_dir.hpp"
+#include "results/scoring.hpp"
 #include "messages/errors.hpp"
 
 namespace bb {

@@ -10,8 +10,8 @@
 #include <caf/error.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "core/generation.hpp"
-#include "core/run_folder.hpp"
+#include "generate/generation.hpp"
+#include "generate/run_folder.hpp"
 #include "messages/types.hpp"
 
 namespace bb {

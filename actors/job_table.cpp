@@ -36,10 +36,6 @@ std::optional<eval_job> job_table::next() {
   return e.job;
 }
 
-bool job_table::is_retryable(const std::string& outcome) {
-  return outcome == "crashed" || outcome == "timed_out" || outcome == "infra_error";
-}
-
 job_table::verdict job_table::finish(const eval_result& result) {
   auto it = jobs_.find(result.job_id);
   if (it == jobs_.end())
@@ -50,7 +46,7 @@ job_table::verdict job_table::finish(const eval_result& result) {
   // The attempt number names each dispatch (so late results are recognized); the bounds
   // count kernel faults and infrastructure retries apart.
   bool retry = false;
-  if (e.st == state::running && result.outcome == "infra_error")
+  if (e.st == state::running && is_infrastructure(result.outcome))
     retry = e.infra_retries++ < max_infra_retries_;
   else if (e.st == state::running && is_retryable(result.outcome))
     retry = ++e.faults < max_attempts_;

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "core/suite.hpp"
+#include "suite/suite.hpp"
 #include "messages/records.hpp"
 
 namespace bb {
@@ -89,8 +89,6 @@ public:
   /// Ids of the jobs that are not done, in id order.
   std::vector<uint64_t> unfinished() const;
 
-  /// Whether this outcome is a fault of the runner or the infrastructure, worth a retry.
-  static bool is_retryable(const std::string& outcome);
 
 private:
   struct entry {

@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
-#include "core/results.hpp"
+#include "results/results.hpp"
 #include "actors/zmq_wake.hpp"
 #include "messages/errors.hpp"
 

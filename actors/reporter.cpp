@@ -6,8 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "core/reports.hpp"
-#include "core/scoring.hpp"
+#include "results/reports.hpp"
+#include "results/scoring.hpp"
 #include "messages/errors.hpp"
 
 namespace bb {
@@ -21,8 +21,8 @@ caf::error validate(const reporter_config& cfg) {
 namespace {
 
 std::string summarize(const eval_result& r) {
-  if (r.outcome != "ok")
-    return r.outcome + (r.detail.empty() ? "" : ": " + r.detail);
+  if (r.outcome != outcome::ok)
+    return to_string(r.outcome) + (r.detail.empty() ? "" : ": " + r.detail);
   auto s = score_result(r);
   if (s.skipped)
     return "skipped: " + s.skip_reason.substr(0, s.skip_reason.find('\n'));
@@ -34,7 +34,7 @@ std::string summarize(const eval_result& r) {
 
 // A job that did not run its inputs; an op this torch lacks is skipped, not failed.
 bool failed_as_a_whole(const eval_result& r) {
-  return r.outcome != "ok" && r.outcome != "unsupported" && r.outcome != "needs_cuda";
+  return fails_job(r.outcome);
 }
 
 } // namespace

@@ -7,7 +7,7 @@
 #include <caf/error.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "core/journal.hpp"
+#include "results/journal.hpp"
 #include "messages/types.hpp"
 
 namespace bb {

@@ -22,8 +22,8 @@
 #include "actors/coordinator.hpp"
 #include "actors/generative_generator.hpp"
 #include "actors/reporter.hpp"
-#include "core/kernel_dir.hpp"
-#include "core/runner_process.hpp"
+#include "artefacts/kernel_dir.hpp"
+#include "process/runner_supervisor.hpp"
 #include "messages/errors.hpp"
 #include "nodes/local_node.hpp"
 
@@ -79,7 +79,7 @@ double serial_seconds(const std::vector<bb::op_brief>& ops, double latency, cons
                       double& eval_seconds) {
   bb::run_folder folder;
   folder.create(dir, "serial", {}, "bench");
-  bb::runner_process runner;
+  bb::runner_supervisor runner;
   bb::runner_spec spec;
   spec.program = BB_BIN_DIR "/bbrunner";
   spec.args = {"--cpu-warmup", "1", "--cpu-runs", "5"};

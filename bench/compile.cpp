@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <string>
 
-#include "core/compiler.hpp"
-#include "core/kernel_dir.hpp"
+#include "artefacts/compiler.hpp"
+#include "artefacts/kernel_dir.hpp"
 
 namespace {
 

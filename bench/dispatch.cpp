@@ -18,8 +18,8 @@
 #include "actors/aten_generator.hpp"
 #include "actors/coordinator.hpp"
 #include "actors/reporter.hpp"
-#include "core/config.hpp"
-#include "core/runner_process.hpp"
+#include "cluster/config.hpp"
+#include "process/runner_supervisor.hpp"
 #include "messages/errors.hpp"
 #include "nodes/cluster.hpp"
 
@@ -45,7 +45,7 @@ bb::settings quick_settings() {
 }
 
 double direct_seconds(size_t jobs, const std::string& dir) {
-  bb::runner_process runner;
+  bb::runner_supervisor runner;
   bb::runner_spec spec;
   spec.program = BB_BIN_DIR "/bbrunner";
   spec.args = {"--cpu-warmup", "0", "--cpu-runs", "1"};

@@ -14,9 +14,9 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
-#include "core/args.hpp"
-#include "core/ops.hpp"
-#include "core/traces.hpp"
+#include "suite/args.hpp"
+#include "suite/ops.hpp"
+#include "suite/traces.hpp"
 #include "runner/inputs.hpp"
 
 namespace {

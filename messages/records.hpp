@@ -9,60 +9,12 @@
 
 #include <msgpack.hpp>
 
+#include "messages/outcome.hpp"
+
 namespace bb {
 
 /// Version of the msgpack wire protocol; a peer with another version is refused.
 inline constexpr uint32_t protocol_version = 1;
-
-/// How one job, or one input of a job, ended.
-enum class outcome : uint8_t {
-  ok,
-  incorrect,
-  exception,
-  compile_failed,
-  crashed,
-  timed_out,
-  cuda_error,
-  oom,
-  reference_error,
-  unsupported,
-  /// A CUDA kernel on a node without a GPU (or without nvcc): not evaluated here.
-  needs_cuda,
-  infra_error,
-  /// A generative backend produced no kernel for this attempt (no code in the reply, the
-  /// agent failed, the request failed): counts as a failed operator.
-  no_kernel,
-};
-
-inline const char* to_string(outcome x) {
-  switch (x) {
-    case outcome::ok: return "ok";
-    case outcome::incorrect: return "incorrect";
-    case outcome::exception: return "exception";
-    case outcome::compile_failed: return "compile_failed";
-    case outcome::crashed: return "crashed";
-    case outcome::timed_out: return "timed_out";
-    case outcome::cuda_error: return "cuda_error";
-    case outcome::oom: return "oom";
-    case outcome::reference_error: return "reference_error";
-    case outcome::unsupported: return "unsupported";
-    case outcome::needs_cuda: return "needs_cuda";
-    case outcome::infra_error: return "infra_error";
-    case outcome::no_kernel: return "no_kernel";
-  }
-  return "unknown";
-}
-
-inline bool from_string(const std::string& s, outcome& x) {
-  for (int i = 0; i <= static_cast<int>(outcome::no_kernel); ++i) {
-    auto candidate = static_cast<outcome>(i);
-    if (s == to_string(candidate)) {
-      x = candidate;
-      return true;
-    }
-  }
-  return false;
-}
 
 /// A kernel to evaluate: what a generator produced for one operator.
 struct artefact {
@@ -149,9 +101,9 @@ struct eval_result {
   uint64_t job_id = 0;
   uint32_t attempt = 0;
   std::string op_name;
-  /// "ok" when the runner evaluated every input (each input carries its own verdict);
+  /// ok when the runner evaluated every input (each input carries its own verdict);
   /// otherwise why the job as a whole failed.
-  std::string outcome = "ok";
+  bb::outcome outcome = bb::outcome::ok;
   std::string detail;
   std::vector<correctness_record> correctness;
   std::vector<performance_record> performance;

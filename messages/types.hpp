@@ -12,7 +12,7 @@
 #include <caf/type_id.hpp>
 #include <caf/typed_actor.hpp>
 
-#include "messages/generation.hpp"
+#include "messages/authoring.hpp"
 #include "messages/records.hpp"
 
 namespace bb {

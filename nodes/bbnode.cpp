@@ -18,10 +18,10 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/node_server.hpp"
-#include "core/config.hpp"
-#include "core/curve_keys.hpp"
-#include "core/scoring.hpp"
-#include "core/suite.hpp"
+#include "cluster/config.hpp"
+#include "cluster/curve_keys.hpp"
+#include "results/scoring.hpp"
+#include "suite/suite.hpp"
 #include "messages/errors.hpp"
 #include "nodes/local_node.hpp"
 
@@ -49,11 +49,11 @@ int check_slots(caf::actor_system& sys, bb::local_node& node) {
       .receive(
         [&](bb::eval_result& r) {
           auto score = bb::score_op(r.op_name, r.correctness, r.performance);
-          bool ok = r.outcome == "ok" && score.correct;
+          bool ok = r.outcome == bb::outcome::ok && score.correct;
           failures += ok ? 0 : 1;
           std::cout << "slot " << slot << ": " << (ok ? "ok" : "FAILED") << " (" << r.where.device
                     << ", torch " << r.where.torch_version << ")"
-                    << (ok ? "" : ": " + r.outcome + " " + r.detail) << "\n";
+                    << (ok ? "" : ": " + bb::to_string(r.outcome) + std::string(" ") + r.detail) << "\n";
         },
         [&](caf::error& err) {
           ++failures;

@@ -11,8 +11,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/frames.hpp"
-#include "messages/runner.hpp"
+#include "process/frames.hpp"
+#include "messages/runner_protocol.hpp"
 #include "runner/runner.hpp"
 
 namespace {
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
       return 3;
     // A lost CUDA context or a kernel that replaced the timers: this process is spoiled.
     auto& flags = reply.result.flags;
-    if (reply.result.outcome == "cuda_error"
+    if (bb::spoils_runner(reply.result.outcome)
         || std::find(flags.begin(), flags.end(), "replaces_timer") != flags.end())
       return 4;
   }

@@ -9,9 +9,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "core/generation.hpp"
-#include "core/resume.hpp"
-#include "core/runner_process.hpp"
+#include "generate/generation.hpp"
+#include "results/resume.hpp"
+#include "process/runner_supervisor.hpp"
 #include "messages/errors.hpp"
 
 namespace bb::cli {
@@ -216,7 +216,7 @@ std::optional<std::vector<std::string>> resolve_ops(const std::vector<std::strin
                                                     const settings& s, std::string& error) {
   char tmpl[] = "/tmp/bbcluster-resolve-XXXXXX";
   std::string scratch = ::mkdtemp(tmpl) ? tmpl : "/tmp";
-  runner_process runner;
+  runner_supervisor runner;
   runner_spec spec;
   spec.program = s.runner.empty() ? default_runner_path() : s.runner;
   spec.log_path = scratch + "/runner.log";

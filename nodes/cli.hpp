@@ -12,12 +12,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/config.hpp"
-#include "core/kernel_dir.hpp"
-#include "core/plan.hpp"
+#include "cluster/config.hpp"
+#include "artefacts/kernel_dir.hpp"
+#include "suite/plan.hpp"
 #include "actors/generative_generator.hpp"
-#include "core/kernel_agent.hpp"
-#include "core/llm_client.hpp"
+#include "generate/kernel_agent.hpp"
+#include "generate/llm_client.hpp"
 #include "messages/types.hpp"
 
 namespace caf {

@@ -11,10 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/config.hpp"
-#include "core/curve_keys.hpp"
-#include "core/hostfile.hpp"
-#include "core/slurm.hpp"
+#include "cluster/config.hpp"
+#include "cluster/curve_keys.hpp"
+#include "cluster/hostfile.hpp"
+#include "cluster/slurm.hpp"
 #include "messages/errors.hpp"
 
 namespace bb {

@@ -13,7 +13,7 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/remote_node.hpp"
-#include "core/config.hpp"
+#include "cluster/config.hpp"
 
 namespace bb {
 

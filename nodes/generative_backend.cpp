@@ -10,7 +10,7 @@
 
 #include "actors/authors.hpp"
 #include "actors/generative_generator.hpp"
-#include "core/http.hpp"
+#include "generate/http.hpp"
 #include "nodes/cli.hpp"
 
 namespace bb::cli {

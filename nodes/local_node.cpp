@@ -4,7 +4,7 @@
 
 #include "actors/compile_pool.hpp"
 #include "actors/evaluator.hpp"
-#include "core/compiler.hpp"
+#include "artefacts/compiler.hpp"
 
 namespace bb {
 

@@ -8,7 +8,7 @@
 
 #include <caf/actor_system.hpp>
 
-#include "core/config.hpp"
+#include "cluster/config.hpp"
 #include "messages/types.hpp"
 #include "messages/wire.hpp"
 

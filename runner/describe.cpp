@@ -11,8 +11,8 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#include "core/args.hpp"
-#include "core/ops.hpp"
+#include "suite/args.hpp"
+#include "suite/ops.hpp"
 #include "runner/inputs.hpp"
 #include "runner/timing.hpp"
 

@@ -9,8 +9,8 @@
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
-#include "core/args.hpp"
-#include "core/ops.hpp"
+#include "suite/args.hpp"
+#include "suite/ops.hpp"
 #include "runner/compare.hpp"
 #include "runner/honesty.hpp"
 #include "runner/inputs.hpp"

@@ -10,7 +10,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/function_schema.h>
 
-#include "core/args.hpp"
+#include "suite/args.hpp"
 
 namespace bb::runner {
 

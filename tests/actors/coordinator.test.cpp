@@ -176,7 +176,7 @@ TEST_CASE_METHOD(fixture, "the coordinator sends every job and reports each once
     CHECK(n == 1);
   REQUIRE(t->reported.size() == 5);
   for (auto& r : t->reported)
-    CHECK(r.outcome == "ok");
+    CHECK(r.outcome == bb::outcome::ok);
 }
 
 TEST_CASE_METHOD(fixture, "a job whose evaluator dies is retried elsewhere", "[actors]") {
@@ -187,7 +187,7 @@ TEST_CASE_METHOD(fixture, "a job whose evaluator dies is retried elsewhere", "[a
   REQUIRE(t->reported.size() == 3);
   int retried = 0;
   for (auto& r : t->reported) {
-    CHECK(r.outcome == "ok");
+    CHECK(r.outcome == bb::outcome::ok);
     retried += r.attempt == 2;
   }
   CHECK(retried == 1);
@@ -202,7 +202,7 @@ TEST_CASE_METHOD(fixture, "with every evaluator gone, every job still reaches th
   CHECK(report.jobs == 4);
   REQUIRE(t->reported.size() == 4);
   for (auto& r : t->reported) {
-    CHECK(r.outcome == "infra_error");
+    CHECK(r.outcome == bb::outcome::infra_error);
     REQUIRE(r.correctness.size() == 1);
     CHECK_FALSE(r.correctness[0].is_correct);
   }
@@ -230,13 +230,13 @@ TEST_CASE_METHOD(fixture, "evaluated versions go back to the generator until it 
   for (auto& r : t->revised)
     if (r.version == 1) {
       ++v1;
-      CHECK(r.outcome == "no_kernel");
+      CHECK(r.outcome == bb::outcome::no_kernel);
       CHECK_THAT(r.detail, Catch::Contains("no fenced code block"));
     }
   CHECK(v1 == 2);
   REQUIRE(t->reported.size() == 2);
   for (auto& r : t->reported) {
-    CHECK(r.outcome == "ok");
+    CHECK(r.outcome == bb::outcome::ok);
     CHECK(r.version == 2);
   }
 }

@@ -8,7 +8,7 @@
 
 #include "actors/evaluator.hpp"
 #include "messages/errors.hpp"
-#include "core/suite.hpp"
+#include "suite/suite.hpp"
 #include "support.hpp"
 
 using namespace bb;
@@ -53,7 +53,7 @@ TEST_CASE("the evaluator runs jobs in its runner and survives the runner's death
   caf::scoped_actor self{sys};
 
   auto ok = evaluate(self, e, smoke_job(1));
-  CHECK(ok.outcome == "ok");
+  CHECK(ok.outcome == bb::outcome::ok);
   REQUIRE(ok.correctness.size() == 1);
   CHECK(ok.correctness[0].is_correct);
   CHECK(ok.where.device == "cpu");
@@ -61,14 +61,14 @@ TEST_CASE("the evaluator runs jobs in its runner and survives the runner's death
   auto crash_job = smoke_job(2);
   crash_job.op_name = "aten.crash_me.default";
   auto crashed = evaluate(self, e, crash_job);
-  CHECK(crashed.outcome == "crashed");
+  CHECK(crashed.outcome == bb::outcome::crashed);
   CHECK(crashed.detail.rfind("runner killed by signal 9 (SIGKILL) during ", 0) == 0);
   REQUIRE(crashed.correctness.size() == 1);
   CHECK(crashed.correctness[0].error_type == "crashed");
 
   // A fresh runner takes the next job.
   auto after = evaluate(self, e, smoke_job(3));
-  CHECK(after.outcome == "ok");
+  CHECK(after.outcome == bb::outcome::ok);
   self->send_exit(e, caf::exit_reason::user_shutdown);
   ::unsetenv("BBCLUSTER_TEST_KILL_RUNNER_ON");
 }
@@ -122,7 +122,7 @@ TEST_CASE("a job that outlives its timeout is timed_out and the runner group is 
   auto job = smoke_job(1);
   job.performance_inputs = {"((T([1024, 1024], f32),), {})"};
   auto r = evaluate(self, e, job);
-  CHECK(r.outcome == "timed_out");
+  CHECK(r.outcome == bb::outcome::timed_out);
   CHECK(r.detail.find("killed by signal 15 (SIGTERM)") != std::string::npos);
   self->send_exit(e, caf::exit_reason::user_shutdown);
 }

@@ -5,9 +5,9 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/evaluator.hpp"
-#include "core/compiler.hpp"
-#include "core/config.hpp"
-#include "core/kernel_dir.hpp"
+#include "artefacts/compiler.hpp"
+#include "cluster/config.hpp"
+#include "artefacts/kernel_dir.hpp"
 #include "messages/errors.hpp"
 #include "support.hpp"
 
@@ -68,12 +68,12 @@ TEST_CASE("GPU faults end their job, and the same evaluator then evaluates a cor
 
   auto illegal = evaluate(self, e, gpu_job(1, "gpu_faults/illegal_access.cu", s));
   INFO(illegal.detail);
-  CHECK(illegal.outcome == "cuda_error");
+  CHECK(illegal.outcome == bb::outcome::cuda_error);
   REQUIRE_FALSE(illegal.correctness.empty());
   CHECK(illegal.correctness[0].error_type == "cuda_error");
 
   auto hang = evaluate(self, e, gpu_job(2, "gpu_faults/endless_loop.cu", s));
-  CHECK(hang.outcome == "timed_out");
+  CHECK(hang.outcome == bb::outcome::timed_out);
   CHECK(hang.detail.find("call timeout") != std::string::npos);
 
   auto side = evaluate(self, e, gpu_job(3, "gpu_faults/side_stream.cu", s));
@@ -83,7 +83,7 @@ TEST_CASE("GPU faults end their job, and the same evaluator then evaluates a cor
 
   auto good = evaluate(self, e, gpu_job(4, "gpu/relu__default/relu__default_implementation_v1.cu", s));
   INFO(good.detail);
-  CHECK(good.outcome == "ok");
+  CHECK(good.outcome == bb::outcome::ok);
   REQUIRE(good.correctness.size() == 1);
   CHECK(good.correctness[0].is_correct);
   REQUIRE(good.performance.size() == 1);

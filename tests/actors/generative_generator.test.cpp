@@ -150,7 +150,7 @@ TEST_CASE_METHOD(fixture, "an operator without code ends after its versions, the
   CHECK_THAT(v1.source, Catch::Contains("v1: the reply has no fenced code block"));
   eval_result r1;
   r1.op_name = "aten.cos.default";
-  r1.outcome = "no_kernel";
+  r1.outcome = bb::outcome::no_kernel;
   r1.detail = v1.source;
   r1.version = 1;
   auto step = ask<generation_step>(g, atom::revise_v, r1);
@@ -162,7 +162,7 @@ TEST_CASE_METHOD(fixture, "an operator without code ends after its versions, the
   auto last = ask<generation_step>(g, atom::revise_v, r2);
   REQUIRE(last.final);
   CHECK(last.result.version == 2);
-  CHECK(last.result.outcome == "no_kernel");
+  CHECK(last.result.outcome == bb::outcome::no_kernel);
   auto summary = slurp(run_path() / "cos__default" / "cos__default_summary.txt");
   CHECK_THAT(summary, Catch::Contains("Final status: failed"));
   CHECK_THAT(summary, Catch::Contains("no correct version in 2 of 2 attempts"));

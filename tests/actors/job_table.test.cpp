@@ -6,12 +6,12 @@ using namespace bb;
 
 namespace {
 
-eval_result ended(const eval_job& job, const std::string& outcome) {
+eval_result ended(const eval_job& job, outcome why) {
   eval_result r;
   r.job_id = job.job_id;
   r.attempt = job.attempt;
   r.op_name = job.op_name;
-  r.outcome = outcome;
+  r.outcome = why;
   return r;
 }
 
@@ -31,8 +31,8 @@ TEST_CASE("jobs wait for their artefact, then run in order", "[core]") {
   auto second = t.next();
   REQUIRE(second);
   CHECK(second->correctness_inputs == std::vector<std::string>{"x"});
-  CHECK(t.finish(ended(*first, "ok")) == job_table::verdict::terminal);
-  CHECK(t.finish(ended(*second, "ok")) == job_table::verdict::terminal);
+  CHECK(t.finish(ended(*first, outcome::ok)) == job_table::verdict::terminal);
+  CHECK(t.finish(ended(*second, outcome::ok)) == job_table::verdict::terminal);
   // Terminal verdicts wait for the generator's word.
   CHECK_FALSE(t.all_done());
   CHECK(t.state_of(a) == job_table::state::reviewing);
@@ -47,11 +47,11 @@ TEST_CASE("a runner fault is retried until the attempt bound, keeping the count"
   auto id = t.add({"aten.a.default", {}, {}});
   t.set_artefact(id, {"aten", "", "", "aten", "", ""});
   auto j1 = *t.next();
-  CHECK(t.finish(ended(j1, "crashed")) == job_table::verdict::retry);
+  CHECK(t.finish(ended(j1, outcome::crashed)) == job_table::verdict::retry);
   CHECK(t.state_of(id) == job_table::state::queued);
   auto j2 = *t.next();
   CHECK(j2.attempt == 2);
-  CHECK(t.finish(ended(j2, "timed_out")) == job_table::verdict::terminal);
+  CHECK(t.finish(ended(j2, outcome::timed_out)) == job_table::verdict::terminal);
   t.close(id);
   CHECK(t.done() == 1);
 }
@@ -61,8 +61,8 @@ TEST_CASE("kernel verdicts are terminal at once and stale results change nothing
   auto id = t.add({"aten.a.default", {}, {}});
   t.set_artefact(id, {"aten", "", "", "aten", "", ""});
   auto j = *t.next();
-  auto late = ended(j, "crashed");
-  CHECK(t.finish(ended(j, "ok")) == job_table::verdict::terminal);
+  auto late = ended(j, outcome::crashed);
+  CHECK(t.finish(ended(j, outcome::ok)) == job_table::verdict::terminal);
   CHECK(t.finish(late) == job_table::verdict::stale);
   auto other = late;
   other.job_id = 99;
@@ -90,9 +90,9 @@ TEST_CASE("a revised job evaluates its next version with fresh fault bounds", "[
   auto id = t.add({"aten.a.default", {"x"}, {}});
   t.set_artefact(id, {"py", "v1.py", "", "h1", "", ""});
   auto v1 = *t.next();
-  CHECK(t.finish(ended(v1, "crashed")) == job_table::verdict::retry);
+  CHECK(t.finish(ended(v1, outcome::crashed)) == job_table::verdict::retry);
   auto v1b = *t.next();
-  CHECK(t.finish(ended(v1b, "incorrect")) == job_table::verdict::terminal);
+  CHECK(t.finish(ended(v1b, outcome::incorrect)) == job_table::verdict::terminal);
   CHECK(t.version(id) == 1);
   CHECK(t.revise(id) == 2);
   CHECK(t.state_of(id) == job_table::state::generating);
@@ -101,11 +101,11 @@ TEST_CASE("a revised job evaluates its next version with fresh fault bounds", "[
   auto v2 = *t.next();
   CHECK(v2.kernel.path == "v2.py");
   CHECK(v2.attempt == 3); // attempts name dispatches; a late v1 result is stale
-  CHECK(t.finish(ended(v1b, "ok")) == job_table::verdict::stale);
+  CHECK(t.finish(ended(v1b, outcome::ok)) == job_table::verdict::stale);
   // One crash of v2 is retried: the bound counts this version's faults only.
-  CHECK(t.finish(ended(v2, "crashed")) == job_table::verdict::retry);
+  CHECK(t.finish(ended(v2, outcome::crashed)) == job_table::verdict::retry);
   auto v2b = *t.next();
-  CHECK(t.finish(ended(v2b, "ok")) == job_table::verdict::terminal);
+  CHECK(t.finish(ended(v2b, outcome::ok)) == job_table::verdict::terminal);
   CHECK_FALSE(t.all_done());
   t.close(id);
   CHECK(t.all_done());

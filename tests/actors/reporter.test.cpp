@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/reporter.hpp"
-#include "core/results.hpp"
+#include "results/results.hpp"
 #include "support.hpp"
 
 using namespace bb;

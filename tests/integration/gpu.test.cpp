@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/config.hpp"
+#include "cluster/config.hpp"
 #include "support.hpp"
 
 using nlohmann::json;

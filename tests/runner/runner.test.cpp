@@ -145,7 +145,7 @@ TEST_CASE("evaluate_job runs the aten smoke job with cpu_bench timing", "[core]"
   opts.cpu_warmup = 1;
   opts.cpu_runs = 3;
   auto r = evaluate_job(job, opts, [](const std::string&, bool) {});
-  CHECK(r.outcome == "ok");
+  CHECK(r.outcome == bb::outcome::ok);
   REQUIRE(r.correctness.size() == 1);
   CHECK(r.correctness[0].is_correct);
   REQUIRE(r.performance.size() == 1);
@@ -156,7 +156,7 @@ TEST_CASE("evaluate_job runs the aten smoke job with cpu_bench timing", "[core]"
 
   job.op_name = "aten.no_such_op.default";
   auto missing = evaluate_job(job, opts, [](const std::string&, bool) {});
-  CHECK(missing.outcome == "unsupported");
+  CHECK(missing.outcome == bb::outcome::unsupported);
   CHECK(missing.detail.find("unsupported op") == 0);
 }
 

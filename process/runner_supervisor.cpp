@@ -1,0 +1,332 @@
+#include "process/runner_supervisor.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "process/frames.hpp"
+#include "messages/runner_protocol.hpp"
+
+namespace bb {
+
+namespace {
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGPIPE: return "SIGPIPE";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+} // namespace
+
+std::string describe_wait_status(int status) {
+  if (WIFSIGNALED(status))
+    return "killed by signal " + std::to_string(WTERMSIG(status)) + " ("
+           + signal_name(WTERMSIG(status)) + ")";
+  if (WIFEXITED(status))
+    return "exited with status " + std::to_string(WEXITSTATUS(status));
+  return "ended with wait status " + std::to_string(status);
+}
+
+bool is_secret_variable(const std::string& name) {
+  std::string upper;
+  for (char c : name)
+    upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (auto word : {"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH"})
+    if (upper.find(word) != std::string::npos)
+      return true;
+  return false;
+}
+
+runner_supervisor::~runner_supervisor() {
+  stop();
+}
+
+std::string runner_supervisor::start(const runner_spec& spec, int timeout_ms) {
+  stop();
+  // An ignored SIGCHLD (inherited from a launcher) makes the kernel reap children itself, and
+  // then no exit status can be read: restore the default before the first child.
+  struct sigaction current {};
+  if (::sigaction(SIGCHLD, nullptr, &current) == 0 && current.sa_handler == SIG_IGN)
+    ::signal(SIGCHLD, SIG_DFL);
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return std::string("socketpair failed: ") + std::strerror(errno);
+  int log_fd = ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return "cannot open runner log " + spec.log_path + ": " + std::strerror(errno);
+  }
+  // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
+  std::vector<std::string> words{spec.program};
+  words.insert(words.end(), spec.args.begin(), spec.args.end());
+  words.push_back("--fd");
+  words.push_back(std::to_string(sv[1]));
+  std::vector<char*> argv;
+  for (auto& w : words)
+    argv.push_back(w.data());
+  argv.push_back(nullptr);
+  const char* dir = spec.work_dir.empty() ? nullptr : spec.work_dir.c_str();
+  // The runner's environment: the inherited one without secrets, then the spec's entries.
+  std::vector<std::string> env_entries;
+  for (char** e = environ; *e; ++e) {
+    std::string entry = *e;
+    if (!is_secret_variable(entry.substr(0, entry.find('='))))
+      env_entries.push_back(entry);
+  }
+  env_entries.insert(env_entries.end(), spec.env.begin(), spec.env.end());
+  std::vector<char*> envp;
+  for (auto& e : env_entries)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  rlimit memory{spec.memory_limit_bytes, spec.memory_limit_bytes};
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(sv[0]);
+    ::close(sv[1]);
+    ::close(log_fd);
+    return std::string("fork failed: ") + std::strerror(errno);
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0)
+      ::dup2(devnull, 0);
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
+    ::fcntl(sv[1], F_SETFD, 0);
+    if (dir && ::chdir(dir) != 0)
+      ::_exit(126);
+    if (memory.rlim_cur > 0)
+      ::setrlimit(RLIMIT_DATA, &memory);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  // Also from the parent, so the group exists before we might signal it.
+  ::setpgid(pid, pid);
+  ::close(sv[1]);
+  ::close(log_fd);
+  pid_ = pid;
+  fd_ = sv[0];
+  setup_timeout_ms_ = timeout_ms;
+  std::string frame;
+  auto st = frames::read_frame(fd_, frame, timeout_ms);
+  if (st != frames::read_status::ok) {
+    auto how = st == frames::read_status::timeout ? terminate(500) : reap(2000);
+    return "runner " + spec.program + " did not start"
+           + (st == frames::read_status::timeout ? " (no hello in time)" : "") + ": " + how
+           + " (see " + spec.log_path + ")";
+  }
+  try {
+    auto hello = unpack<runner_reply>(frame);
+    if (hello.kind != "hello" || hello.protocol != protocol_version) {
+      terminate(500);
+      return "runner speaks protocol " + std::to_string(hello.protocol) + ", expected "
+             + std::to_string(protocol_version);
+    }
+    where_ = hello.where;
+  } catch (const std::exception& e) {
+    terminate(500);
+    return std::string("malformed hello from runner: ") + e.what();
+  }
+  return "";
+}
+
+namespace {
+
+std::string seconds_text(int ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g s", ms / 1000.0);
+  return buf;
+}
+
+} // namespace
+
+runner_supervisor::call_outcome runner_supervisor::evaluate(const eval_job& job, int call_timeout_ms,
+                                                      int job_timeout_ms, const std::string& work_dir) {
+  call_outcome out;
+  if (!running()) {
+    out.why = outcome::infra_error;
+    out.detail = "runner is not running";
+    return out;
+  }
+  runner_request req;
+  req.kind = "evaluate";
+  req.job = job;
+  req.work_dir = work_dir;
+  if (!frames::write_frame(fd_, pack(req))) {
+    out.why = outcome::crashed;
+    out.detail = "runner " + reap(2000);
+    return out;
+  }
+  using clock = std::chrono::steady_clock;
+  auto job_deadline = clock::now() + std::chrono::milliseconds(job_timeout_ms);
+  std::string step = "starting the job";
+  int step_timeout_ms = call_timeout_ms;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(job_deadline - clock::now());
+    bool job_bound = left.count() < step_timeout_ms;
+    int wait_ms = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count(), step_timeout_ms)));
+    std::string frame;
+    auto st = frames::read_frame(fd_, frame, wait_ms);
+    if (st == frames::read_status::timeout) {
+      out.why = outcome::timed_out;
+      out.detail = (job_bound ? "the job ran past its timeout (" + seconds_text(job_timeout_ms)
+                              : "one call ran past the call timeout (" + seconds_text(step_timeout_ms))
+                   + ") during " + step + "; runner " + terminate(1000);
+      return out;
+    }
+    if (st != frames::read_status::ok) {
+      out.why = outcome::crashed;
+      out.detail = "runner " + reap(2000) + " during " + step;
+      return out;
+    }
+    try {
+      auto reply = unpack<runner_reply>(frame);
+      if (reply.kind == "progress") {
+        step = reply.text;
+        step_timeout_ms = reply.setup ? std::max(call_timeout_ms, setup_timeout_ms_) : call_timeout_ms;
+        continue;
+      }
+      out.ok = true;
+      out.result = std::move(reply.result);
+      return out;
+    } catch (const std::exception& e) {
+      out.why = outcome::infra_error;
+      out.detail = std::string("malformed frame from runner: ") + e.what() + "; runner "
+                   + terminate(500);
+      return out;
+    }
+  }
+}
+
+std::string runner_supervisor::check(int timeout_ms) {
+  if (!running())
+    return "runner is not running";
+  runner_request req;
+  req.kind = "check";
+  std::string frame;
+  if (!frames::write_frame(fd_, pack(req))
+      || frames::read_frame(fd_, frame, timeout_ms) != frames::read_status::ok)
+    return "runner " + terminate(500) + " during the device check";
+  try {
+    auto reply = unpack<runner_reply>(frame);
+    if (reply.kind == "checked" && reply.text.empty())
+      return "";
+    auto why = reply.kind == "checked" ? reply.text : "runner answered '" + reply.kind + "' to check";
+    terminate(500);
+    return why;
+  } catch (const std::exception& e) {
+    terminate(500);
+    return std::string("malformed reply to check: ") + e.what();
+  }
+}
+
+std::optional<std::vector<std::string>> runner_supervisor::resolve(const std::vector<std::string>& ops,
+                                                                int timeout_ms, std::string& error) {
+  if (!running()) {
+    error = "runner is not running";
+    return std::nullopt;
+  }
+  runner_request req;
+  req.kind = "resolve";
+  req.ops = ops;
+  std::string frame;
+  if (!frames::write_frame(fd_, pack(req))
+      || frames::read_frame(fd_, frame, timeout_ms) != frames::read_status::ok) {
+    error = "runner " + terminate(500);
+    return std::nullopt;
+  }
+  try {
+    auto reply = unpack<runner_reply>(frame);
+    if (reply.kind != "schemas" || reply.schemas.size() != ops.size()) {
+      error = "runner answered '" + reply.kind + "' to resolve";
+      return std::nullopt;
+    }
+    return reply.schemas;
+  } catch (const std::exception& e) {
+    error = std::string("malformed reply from runner: ") + e.what();
+    terminate(500);
+    return std::nullopt;
+  }
+}
+
+bool runner_supervisor::alive() {
+  if (!running())
+    return false;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    ::kill(-pid_, SIGKILL);
+    ::close(fd_);
+    fd_ = -1;
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
+void runner_supervisor::stop() {
+  if (!running())
+    return;
+  runner_request req;
+  req.kind = "stop";
+  frames::write_frame(fd_, pack(req));
+  if (reap(1000).empty())
+    terminate(1000);
+}
+
+std::string runner_supervisor::reap(int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_ || (r < 0 && errno == ECHILD)) {
+      // The group may still hold children of the kernel: end them too.
+      auto how = r == pid_ ? describe_wait_status(status) : std::string("was already reaped");
+      ::kill(-pid_, SIGKILL);
+      ::close(fd_);
+      fd_ = -1;
+      pid_ = -1;
+      return how;
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+std::string runner_supervisor::terminate(int grace_ms) {
+  if (!running())
+    return "was not running";
+  ::kill(-pid_, SIGTERM);
+  auto how = reap(grace_ms);
+  if (!how.empty())
+    return how;
+  ::kill(-pid_, SIGKILL);
+  how = reap(5000);
+  return how.empty() ? "did not die after SIGKILL" : how;
+}
+
+} // namespace bb

@@ -1,0 +1,110 @@
+#pragma once
+
+// One bbrunner child process: started in its own process group with a socketpair as its
+// channel, stdout and stderr to a log file, core dumps off. Blocking: use it from a detached
+// actor or a thread.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+#include "messages/records.hpp"
+
+namespace bb {
+
+struct runner_spec {
+  std::string program;
+  /// Arguments after the program name; "--fd N" is added.
+  std::vector<std::string> args;
+  /// stdout and stderr of the runner (and so of the kernels) are appended here.
+  std::string log_path;
+  /// Working folder of the runner; empty: inherit.
+  std::string work_dir;
+  /// Environment entries ("NAME=value") set for the runner on top of the inherited ones,
+  /// which are stripped of secrets first (see is_secret_variable).
+  std::vector<std::string> env;
+  /// Limit of the runner's private writable memory (RLIMIT_DATA), bytes; 0: none. A kernel
+  /// that allocates past it gets an allocation error (oom), not the machine's OOM killer.
+  uint64_t memory_limit_bytes = 0;
+};
+
+class runner_supervisor {
+public:
+  runner_supervisor() = default;
+  runner_supervisor(const runner_supervisor&) = delete;
+  runner_supervisor& operator=(const runner_supervisor&) = delete;
+  ~runner_supervisor();
+
+  /// Starts the runner and waits up to `timeout_ms` for its hello. Returns an empty string on
+  /// success, else why it failed (the process is then gone).
+  std::string start(const runner_spec& spec, int timeout_ms);
+
+  /// What one call ended with: a result, or why there is none.
+  struct call_outcome {
+    bool ok = false;
+    eval_result result;
+    outcome why = outcome::ok;
+    std::string detail;
+  };
+
+  /// Sends `job` and waits for its result: at most `call_timeout_ms` between two progress
+  /// frames (one call of kernel or reference code) and `job_timeout_ms` in all. On a crash or
+  /// a timeout the runner's whole process group is killed and reaped; start() again before
+  /// the next call. `work_dir` is the job's scratch folder.
+  call_outcome evaluate(const eval_job& job, int call_timeout_ms, int job_timeout_ms,
+                        const std::string& work_dir = "");
+
+  /// Asks the runner to allocate, compute and synchronize on its device: "" when it works,
+  /// else why not (the runner is then stopped).
+  std::string check(int timeout_ms);
+
+  /// Looks `ops` up in the runner's dispatcher: one schema per op, empty when this torch lacks
+  /// it. Empty optional (and `error` set) when the runner failed.
+  std::optional<std::vector<std::string>> resolve(const std::vector<std::string>& ops,
+                                                  int timeout_ms, std::string& error);
+
+  /// Asks the runner to exit, then kills its process group if it does not within a second.
+  void stop();
+
+  bool running() const {
+    return pid_ > 0;
+  }
+
+  /// Whether the runner still runs: one that exited since its last job (as a runner does
+  /// after losing its CUDA context) is reaped here.
+  bool alive();
+
+  pid_t pid() const {
+    return pid_;
+  }
+
+  /// Provenance announced by the runner's hello.
+  const provenance& where() const {
+    return where_;
+  }
+
+private:
+  /// Kills the group (SIGTERM, then SIGKILL after `grace_ms`), reaps the child and returns how
+  /// it ended, e.g. "killed by signal 9 (SIGKILL)".
+  std::string terminate(int grace_ms);
+
+  /// Waits up to `timeout_ms` for the child to exit; returns its description or "".
+  std::string reap(int timeout_ms);
+
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  /// Bound of setup steps (loading a kernel): the start timeout.
+  int setup_timeout_ms_ = 60000;
+  provenance where_;
+};
+
+/// "killed by signal 11 (SIGSEGV)" or "exited with status 3" for a wait status.
+std::string describe_wait_status(int status);
+
+/// Whether an environment variable may hold a secret that kernel code must never see: names
+/// with KEY, TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL or AUTH in them (any case).
+bool is_secret_variable(const std::string& name);
+
+} // namespace bb

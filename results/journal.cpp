@@ -1,0 +1,91 @@
+#include "results/journal.hpp"
+
+#include <unistd.h>
+
+namespace bb {
+
+void to_json(nlohmann::json& j, const outcome& x) {
+  j = to_string(x);
+}
+
+void from_json(const nlohmann::json& j, outcome& x) {
+  if (!from_string(j.get<std::string>(), x))
+    throw nlohmann::json::other_error::create(501, "unknown outcome " + j.dump(), &j);
+}
+
+// The records' JSON forms are generated from one list of fields each; a field missing from an
+// older journal takes its default.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(correctness_record, op_name, args, is_correct,
+                                                error_msg, error_type, traceback, max_abs_error,
+                                                max_rel_error, test_type)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(performance_record, op_name, args, speedup,
+                                                benchmark_time_ms, reference_time_ms, error_msg,
+                                                successfully_ran, test_type)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(provenance, node, device, driver, torch_version,
+                                                artefact_hash)
+
+namespace fields {
+// eval_result's fields; bb::to_json below names `where` "provenance" in the file, as the
+// journal always has.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(eval_result, job_id, attempt, op_name, outcome,
+                                                detail, correctness, performance, where,
+                                                wall_seconds, flags, runner_restarts, version)
+} // namespace fields
+
+void to_json(nlohmann::json& j, const eval_result& x) {
+  fields::to_json(j, x);
+  j["provenance"] = std::move(j["where"]);
+  j.erase("where");
+  if (x.version == 0)
+    j.erase("version");
+}
+
+void from_json(const nlohmann::json& j, eval_result& x) {
+  auto renamed = j;
+  if (renamed.contains("provenance")) {
+    renamed["where"] = std::move(renamed["provenance"]);
+    renamed.erase("provenance");
+  }
+  fields::from_json(renamed, x);
+}
+
+std::string journal_line(const eval_result& r, const std::string& event) {
+  nlohmann::json j = r;
+  j["event"] = event;
+  // Replace invalid UTF-8 (kernel output in messages) instead of throwing.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+eval_result parse_journal_line(const std::string& line) {
+  return nlohmann::json::parse(line).get<eval_result>();
+}
+
+journal_writer::~journal_writer() {
+  if (file_)
+    std::fclose(file_);
+}
+
+bool journal_writer::open(const std::string& path) {
+  // A journal cut short by a kill ends in half a line: the next line starts on its own.
+  bool torn = false;
+  if (std::FILE* in = std::fopen(path.c_str(), "rb")) {
+    torn = std::fseek(in, -1, SEEK_END) == 0 && std::fgetc(in) != '\n';
+    std::fclose(in);
+  }
+  file_ = std::fopen(path.c_str(), "a");
+  if (file_ && torn && (std::fputc('\n', file_) == EOF || std::fflush(file_) != 0))
+    return false;
+  return file_ != nullptr;
+}
+
+bool journal_writer::append(const eval_result& r, const std::string& event) {
+  if (!file_)
+    return false;
+  auto line = journal_line(r, event);
+  line += '\n';
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size())
+    return false;
+  return std::fflush(file_) == 0;
+}
+
+} // namespace bb

@@ -1,0 +1,265 @@
+#include "results/reports.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <tuple>
+
+#include "results/journal.hpp"
+
+namespace bb {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string fmt4(double x, const char* suffix) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.4f%s", x, suffix);
+  return buf;
+}
+
+std::string fmt2(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2f", x);
+  return buf;
+}
+
+} // namespace
+
+std::string write_file_atomically(const std::filesystem::path& path, const std::string& text) {
+  auto tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush())
+      return "cannot write " + tmp.string();
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  return ec ? "cannot rename " + tmp.string() + ": " + ec.message() : "";
+}
+
+namespace {
+
+std::string dump(const json& j) {
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+struct op_rows {
+  std::vector<const correctness_record*> correctness;
+  std::vector<const performance_record*> performance;
+};
+
+json sorted_by_op_and_args(json list) {
+  std::stable_sort(list.begin(), list.end(), [](const json& a, const json& b) {
+    return std::tie(a["op_name"].get_ref<const std::string&>(), a["args"].get_ref<const std::string&>())
+           < std::tie(b["op_name"].get_ref<const std::string&>(), b["args"].get_ref<const std::string&>());
+  });
+  return list;
+}
+
+std::string summary_csv(const std::map<std::string, op_rows>& by_op) {
+  static const char* fields[] = {"operator",
+                                 "total_tests",
+                                 "correctness_tests",
+                                 "performance_tests",
+                                 "passed_correctness_tests",
+                                 "passed_performance_tests",
+                                 "failed_correctness_tests",
+                                 "failed_performance_tests",
+                                 "correctness_rate",
+                                 "avg_speedup",
+                                 "geomean_speedup",
+                                 "max_absolute_error",
+                                 "max_relative_error"};
+  std::string out;
+  for (size_t i = 0; i < std::size(fields); ++i)
+    out += (i ? "," : "") + std::string(fields[i]);
+  out += "\r\n";
+  for (auto& [op, rows] : by_op) {
+    size_t passed_c = 0, passed_p = 0;
+    double max_abs = 0, max_rel = 0;
+    std::vector<double> speedups;
+    for (auto* c : rows.correctness) {
+      passed_c += c->is_correct;
+      max_abs = std::max(max_abs, c->max_abs_error);
+      max_rel = std::max(max_rel, c->max_rel_error);
+    }
+    for (auto* p : rows.performance) {
+      passed_p += p->successfully_ran;
+      // BackendBench keeps truthy speedups; a failed input's is None.
+      if (p->successfully_ran && p->speedup != 0.0)
+        speedups.push_back(p->speedup);
+    }
+    double avg = 0.0;
+    for (auto x : speedups)
+      avg += x;
+    avg = speedups.empty() ? 0.0 : avg / static_cast<double>(speedups.size());
+    auto nc = rows.correctness.size();
+    auto np = rows.performance.size();
+    std::vector<std::string> cells = {
+      csv_field(op),
+      std::to_string(nc + np),
+      std::to_string(nc),
+      std::to_string(np),
+      std::to_string(passed_c),
+      std::to_string(passed_p),
+      std::to_string(nc - passed_c),
+      std::to_string(np - passed_p),
+      python_float(nc ? static_cast<double>(passed_c) / static_cast<double>(nc) : 0.0),
+      python_float(avg),
+      python_float(speedups.empty() ? 0.0 : geomean(speedups)),
+      python_float(max_abs),
+      python_float(max_rel)};
+    for (size_t i = 0; i < cells.size(); ++i)
+      out += (i ? "," : "") + cells[i];
+    out += "\r\n";
+  }
+  return out;
+}
+
+std::string overall_summary(const std::string& command, const std::map<std::string, op_rows>& by_op,
+                            const scores& s, const std::vector<eval_result>& results) {
+  auto p = python_float(s.p);
+  std::string out = "# BackendBench Run Summary\n\n## Command\n```bash\n" + command + "\n```\n\n";
+  out += "## Results\n\n| Metric | Value |\n|--------|-------|\n";
+  out += "| Correctness Score | " + fmt2(s.correctness) + " |\n";
+  out += "| Performance Score (geomean speedup) | " + fmt2(s.performance) + " |\n";
+  out += "| Perf@" + p + " Score | " + fmt2(s.perf_at_p) + " |\n\n";
+  out += "### Metric Descriptions\n\n";
+  out += "- **Correctness Score**: Mean pass rate over all operators\n";
+  out += "- **Performance Score**: Geometric mean speedup over all operators\n";
+  out += "- **Perf@" + p + " Score**: Rate of correct samples with a speedup greater than " + p + "\n\n";
+  out += "## Output Files\n\nThe following files are saved in this directory:\n\n";
+  out += "- `full_results.json`: Complete test results for all operators\n";
+  out += "- `operator_summary.csv`: Operator-level summary statistics\n";
+  out += "- `failed_tests.json`: Log of failed tests (if any)\n";
+  out += "- `results.jsonl`: Journal of finished jobs, one line each, appended as they finish\n";
+  out += "- `OVERALL_SUMMARY.md`: This file\n";
+  out += "### Operator Speedups vs Eager in Descending Order\n\n";
+  out += "| Operator | Correctness Ratio | Speedup vs Eager |\n";
+  out += "|----------|-----------|----------------|\n";
+  std::vector<std::tuple<std::string, std::string, std::string>> rows;
+  for (auto& [op, r] : by_op) {
+    std::string correctness = "N/A", speedup = "N/A";
+    if (!r.correctness.empty()) {
+      double passed = 0;
+      for (auto* c : r.correctness)
+        passed += c->is_correct ? 1.0 : 0.0;
+      correctness = fmt4(100.0 * passed / static_cast<double>(r.correctness.size()), "%");
+    }
+    if (!r.performance.empty()) {
+      double sum = 0;
+      for (auto* x : r.performance)
+        sum += x->successfully_ran ? x->speedup : 1.0;
+      speedup = fmt4(sum / static_cast<double>(r.performance.size()), "x");
+    }
+    rows.emplace_back(op, correctness, speedup);
+  }
+  // BackendBench sorts by (speedup text, correctness text), descending.
+  std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) {
+    return std::tie(std::get<2>(a), std::get<1>(a)) > std::tie(std::get<2>(b), std::get<1>(b));
+  });
+  for (auto& [op, c, sp] : rows)
+    out += "| " + op + " | " + c + " | " + sp + "|\n";
+  out += "\n## Jobs\n\n" + outcome_line(results) + "\n";
+  if (s.skipped > 0) {
+    out += "\n## Skipped Operators\n\nNo input of these operators could run here; they are "
+           "left out of the scores.\n\n| Operator | Reason |\n|----------|--------|\n";
+    for (auto& op : s.ops)
+      if (op.skipped) {
+        auto why = op.skip_reason.substr(0, op.skip_reason.find('\n'));
+        for (auto& ch : why)
+          if (ch == '|')
+            ch = '/';
+        out += "| " + backendbench_op_name(op.op_name) + " | " + why + " |\n";
+      }
+  }
+  return out;
+}
+
+} // namespace
+
+std::string outcome_line(const std::vector<eval_result>& results) {
+  std::map<std::string, size_t> outcomes;
+  std::map<std::string, size_t> flags;
+  uint64_t restarts = 0;
+  for (auto& r : results) {
+    ++outcomes[to_string(r.outcome)];
+    for (auto& f : r.flags)
+      ++flags[f];
+    restarts += r.runner_restarts;
+  }
+  std::string out = std::to_string(results.size()) + " jobs:";
+  const char* sep = " ";
+  for (auto& [name, n] : outcomes) {
+    out += sep + name + " " + std::to_string(n);
+    sep = ", ";
+  }
+  for (auto& [name, n] : flags)
+    out += ", flagged " + name + " " + std::to_string(n);
+  return out + "; " + std::to_string(restarts) + " runner restarts";
+}
+
+std::string backendbench_op_name(const std::string& op_name) {
+  return op_name.rfind("aten.", 0) == 0 ? op_name.substr(5) : op_name;
+}
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos)
+    return text;
+  std::string out = "\"";
+  for (char c : text)
+    out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string write_reports(const std::string& dir, const std::string& command,
+                          const std::vector<eval_result>& results, const scores& s) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return "cannot create " + dir + ": " + ec.message();
+  json all = json::array();
+  json failed = json::array();
+  std::map<std::string, op_rows> by_op;
+  for (auto& r : results) {
+    auto name = backendbench_op_name(r.op_name);
+    auto& rows = by_op[name];
+    for (auto& c : r.correctness) {
+      json j = c;
+      j["op_name"] = name;
+      all.push_back(j);
+      if (!c.is_correct)
+        failed.push_back(j);
+      rows.correctness.push_back(&c);
+    }
+    for (auto& p : r.performance) {
+      json j = p;
+      j["op_name"] = name;
+      // BackendBench records a failed input's speedup and kernel time as None.
+      if (!p.successfully_ran) {
+        j["speedup"] = nullptr;
+        j["benchmark_time_ms"] = nullptr;
+      }
+      all.push_back(j);
+      if (!p.successfully_ran)
+        failed.push_back(j);
+      rows.performance.push_back(&p);
+    }
+  }
+  std::filesystem::path base(dir);
+  for (auto err : {write_file_atomically(base / "full_results.json", dump(sorted_by_op_and_args(all))),
+                   write_file_atomically(base / "failed_tests.json", dump(sorted_by_op_and_args(failed))),
+                   write_file_atomically(base / "operator_summary.csv", summary_csv(by_op)),
+                   write_file_atomically(base / "OVERALL_SUMMARY.md", overall_summary(command, by_op, s, results))})
+    if (!err.empty())
+      return err;
+  return "";
+}
+
+} // namespace bb

@@ -1,0 +1,88 @@
+#include "results/resume.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "results/journal.hpp"
+#include "results/reports.hpp"
+
+namespace bb {
+
+using json = nlohmann::json;
+
+std::string write_sweep_record(const std::string& run_dir, const sweep_record& r) {
+  json j = {{"args", r.args}, {"cwd", r.cwd}, {"format", 1}};
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec)
+    return "cannot create " + run_dir + ": " + ec.message();
+  return write_file_atomically(std::filesystem::path(run_dir) / "sweep.json", j.dump(2) + "\n");
+}
+
+std::string read_sweep_record(const std::string& run_dir, sweep_record& out) {
+  auto path = run_dir + "/sweep.json";
+  std::ifstream in(path);
+  if (!in)
+    return path + ": missing (not a bbcluster run folder, or one whose sweep wrote no reports)";
+  try {
+    auto j = json::parse(in);
+    out.args = j.at("args").get<std::vector<std::string>>();
+    out.cwd = j.at("cwd").get<std::string>();
+  } catch (const json::exception& e) {
+    return path + ": " + e.what();
+  }
+  return "";
+}
+
+std::vector<std::string> resume_args(const sweep_record& r, const std::string& run_dir,
+                                     const std::vector<std::string>& extra) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < r.args.size(); ++i) {
+    auto& a = r.args[i];
+    if (a == "--log-dir" || a == "--resume") {
+      ++i; // and its value
+      continue;
+    }
+    if (a == "--disable-output-logs" || a.rfind("--log-dir=", 0) == 0 || a.rfind("--resume=", 0) == 0)
+      continue;
+    out.push_back(a);
+  }
+  out.insert(out.end(), {"--log-dir", run_dir, "--resume", run_dir});
+  out.insert(out.end(), extra.begin(), extra.end());
+  return out;
+}
+
+std::string read_journal_state(const std::string& path, journal_state& out) {
+  std::ifstream in(path);
+  if (!in)
+    return path + ": cannot be read";
+  std::string line;
+  for (size_t number = 1; std::getline(in, line); ++number) {
+    if (line.empty())
+      continue;
+    try {
+      auto j = json::parse(line);
+      auto event = j.value("event", "");
+      auto r = parse_journal_line(line);
+      if (event == "job_finished") {
+        out.finished[r.op_name] = std::move(r);
+      } else if (event == "version_evaluated") {
+        auto& list = out.versions[r.op_name];
+        auto same = std::find_if(list.begin(), list.end(),
+                                 [&](const eval_result& x) { return x.version == r.version; });
+        if (same != list.end())
+          *same = std::move(r);
+        else
+          list.push_back(std::move(r));
+      }
+    } catch (const std::exception& e) {
+      out.problems.push_back(path + ":" + std::to_string(number) + ": " + e.what());
+    }
+  }
+  return "";
+}
+
+} // namespace bb

@@ -1,0 +1,249 @@
+#include "suite/traces.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "suite/args.hpp"
+
+namespace bb::traces {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool read_whole(const fs::path& p, std::string& text) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in)
+    return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  text = ss.str();
+  return true;
+}
+
+std::string trim(const std::string& s) {
+  auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos)
+    return "";
+  auto e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+} // namespace
+
+trace_loader::trace_loader() {
+  out_.loaded.name = "torchbench";
+}
+
+// `origin` is "file:line" for error messages, `column0` the 0-based column of the call text
+// in that line, so parse errors point into the line.
+void trace_loader::add(std::string op_name, const std::string& call_text,
+                       const std::string& origin, size_t column0) {
+  if (op_name == "aten.sum.SymInt")
+    op_name = "aten.sum.dim_IntList";
+  auto parsed = args::parse_call(call_text);
+  if (auto* e = std::get_if<args::parse_error>(&parsed)) {
+    out_.errors.push_back(origin + ":" + std::to_string(column0 + e->column) + ": expected "
+                          + e->expected + ", found " + e->found);
+    return;
+  }
+  ++out_.lines;
+  std::string why;
+  if (is_skipped_by_backendbench(op_name, why)) {
+    if (skipped_.insert(op_name).second)
+      out_.skipped.push_back(op_name + ": " + why);
+    return;
+  }
+  auto [it, fresh] = index_.emplace(op_name, out_.loaded.ops.size());
+  if (fresh)
+    out_.loaded.ops.push_back(op_inputs{op_name, {}, {}});
+  if (!seen_.insert({op_name, call_text}).second)
+    return;
+  out_.loaded.ops[it->second].correctness.push_back(call_text);
+  out_.loaded.ops[it->second].performance.push_back(call_text);
+}
+
+load_report trace_loader::finish() {
+  return std::move(out_);
+}
+
+void trace_loader::add_trace_text(const std::string& text, const std::string& origin) {
+  auto& out = out_;
+  std::istringstream in(text);
+  std::string op;
+  size_t number = 0;
+  for (std::string raw; std::getline(in, raw);) {
+    ++number;
+    auto where = origin + ":" + std::to_string(number);
+    auto line = trim(raw);
+    if (line.empty() || line[0] == '#')
+      continue;
+    if (line.rfind("Operator:", 0) == 0) {
+      op = trim(line.substr(9));
+      if (op.empty())
+        out.errors.push_back(where + ":10: expected an operator name after 'Operator:'");
+      continue;
+    }
+    if (line.rfind("cnt:", 0) != 0) {
+      out.errors.push_back(where + ":1: expected 'Operator: NAME' or 'cnt: N, (ARGS, KWARGS)', found '"
+                           + line.substr(0, 24) + "'");
+      continue;
+    }
+    if (op.empty()) {
+      out.errors.push_back(where + ":1: a 'cnt:' line before any 'Operator:' line");
+      continue;
+    }
+    // "cnt: N, (...)": the call starts after the first comma.
+    auto lead = raw.find_first_not_of(" \t");
+    auto comma = raw.find(',', lead);
+    if (comma == std::string::npos) {
+      out.errors.push_back(where + ":" + std::to_string(raw.size() + 1)
+                           + ": expected ', (ARGS, KWARGS)' after the count");
+      continue;
+    }
+    auto call_start = raw.find_first_not_of(" \t", comma + 1);
+    if (call_start == std::string::npos) {
+      out.errors.push_back(where + ":" + std::to_string(raw.size() + 1)
+                           + ": expected '(ARGS, KWARGS)', found end of line");
+      continue;
+    }
+    auto call = raw.substr(call_start);
+    while (!call.empty() && (call.back() == '\r' || call.back() == ' '))
+      call.pop_back();
+    add(op, call, where, call_start);
+  }
+}
+
+void trace_loader::add_jsonl_text(const std::string& text, const std::string& origin) {
+  auto& out = out_;
+  std::istringstream in(text);
+  size_t number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    auto where = origin + ":" + std::to_string(number);
+    if (trim(line).empty())
+      continue;
+    nlohmann::json row;
+    try {
+      row = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      out.errors.push_back(where + ":" + std::to_string(e.byte) + ": expected a JSON object ("
+                           + std::string(e.what()) + ")");
+      continue;
+    }
+    if (!row.is_object() || !row.contains("op_name") || !row["op_name"].is_string()
+        || !row.contains("args") || !row["args"].is_string()) {
+      out.errors.push_back(where + ":1: expected an object with string fields \"op_name\" and \"args\"");
+      continue;
+    }
+    if (row.contains("included_in_benchmark") && row["included_in_benchmark"].is_boolean()
+        && !row["included_in_benchmark"].get<bool>()) {
+      ++out.excluded_rows;
+      continue;
+    }
+    add(row["op_name"].get<std::string>(), row["args"].get<std::string>(), where, 0);
+  }
+}
+
+load_report load(const std::string& path) {
+  trace_loader loader;
+  auto& out = loader.report();
+  std::error_code ec;
+  fs::path root(path);
+  if (!fs::exists(root, ec)) {
+    out.fatal = "--data " + path + ": no such file or folder";
+    return out;
+  }
+  std::vector<fs::path> files;
+  if (fs::is_directory(root, ec)) {
+    for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::end(it);
+         it.increment(ec))
+      if (it->is_regular_file() && (it->path().extension() == ".txt" || it->path().extension() == ".jsonl"))
+        files.push_back(it->path());
+    std::sort(files.begin(), files.end());
+    if (files.empty()) {
+      out.fatal = "--data " + path + ": no trace files (*.txt, *.jsonl) in this folder";
+      return out;
+    }
+  } else {
+    files.push_back(root);
+  }
+  for (auto& f : files) {
+    if (f.extension() == ".parquet") {
+      out.fatal = "--data " + f.string() + ": parquet is not read directly; " + missing_data_help();
+      break;
+    }
+    std::string text;
+    if (!read_whole(f, text)) {
+      out.fatal = "--data " + f.string() + ": cannot read the file";
+      break;
+    }
+    if (f.extension() == ".jsonl")
+      loader.add_jsonl_text(text, f.string());
+    else
+      loader.add_trace_text(text, f.string());
+  }
+  return loader.finish();
+}
+
+void keep_largest(suite& s, size_t topn) {
+  for (auto& op : s.ops) {
+    auto& inputs = op.correctness;
+    std::vector<std::pair<int64_t, std::string>> sized;
+    for (auto& text : inputs) {
+      auto parsed = args::parse_call(text);
+      auto bytes = std::holds_alternative<args::call>(parsed)
+                     ? args::total_tensor_bytes(std::get<args::call>(parsed))
+                     : 0;
+      sized.emplace_back(bytes, text);
+    }
+    // As BackendBench: sorted(reverse=True) on (bytes, args text).
+    std::sort(sized.begin(), sized.end(),
+              [](const auto& a, const auto& b) { return a > b; });
+    if (topn > 0 && sized.size() > topn)
+      sized.resize(topn);
+    inputs.clear();
+    for (auto& [bytes, text] : sized)
+      inputs.push_back(std::move(text));
+    op.performance = inputs;
+  }
+}
+
+std::string missing_data_help() {
+  return "the torchbench suite needs --data PATH: a trace file (.txt, 'Operator:' and 'cnt:' "
+         "lines), a folder of them, or a .jsonl with one {\"op_name\", \"args\", "
+         "\"included_in_benchmark\"} object a line. BackendBench's inputs are the dataset "
+         "GPUMODE/backendbench_tests on Hugging Face, file backend_bench_problems.parquet; turn it "
+         "into .jsonl with: python -c \"import pandas as p; p.read_parquet('backend_bench_problems"
+         ".parquet').to_json('problems.jsonl', orient='records', lines=True)\"";
+}
+
+} // namespace bb::traces
+
+namespace bb::traces {
+
+// BackendBench's UNSUPPORTED_OPERATORS (op_categories.py), matched as it matches them: a
+// plain substring of the full operator name ("index" drops index_select, index_put, ...).
+bool is_skipped_by_backendbench(const std::string& op_name, std::string& why) {
+  static const char* const unsupported[] = {
+    "embedding",          "scatter",
+    "gather",             "index",
+    "nll_loss",           "im2col_backward",
+    "col2im_backward",    "native_layer_norm_backward",
+    "upsample_nearest2d_backward.vec", "upsample_bilinear2d_backward.vec",
+    "_cudnn_rnn_backward.default",     "_fft_c2c.default",
+    "_cudnn_rnn.default"};
+  for (auto* s : unsupported)
+    if (op_name.find(s) != std::string::npos) {
+      why = std::string("skipped as BackendBench's torchbench suite skips it (UNSUPPORTED_OPERATORS: '")
+            + s + "')";
+      return true;
+    }
+  return false;
+}
+
+} // namespace bb::traces

@@ -1,0 +1,215 @@
+#include <catch2/catch.hpp>
+
+#include "generate/generation.hpp"
+
+using namespace bb;
+
+namespace {
+
+eval_result evaluated(const std::string& outcome, std::vector<bool> correct,
+                      std::vector<double> speedups) {
+  eval_result r;
+  r.op_name = "aten.tanh.default";
+  r.outcome = outcome;
+  for (size_t i = 0; i < correct.size(); ++i) {
+    correctness_record c;
+    c.op_name = r.op_name;
+    c.args = "((T([" + std::to_string(i + 2) + "], f32),), {})";
+    c.is_correct = correct[i];
+    if (!correct[i]) {
+      c.error_type = "AssertionError";
+      c.error_msg = "Tensor-likes are not close!";
+      c.max_abs_error = 0.25;
+      c.max_rel_error = 0.5;
+    }
+    r.correctness.push_back(c);
+  }
+  for (auto s : speedups) {
+    performance_record p;
+    p.op_name = r.op_name;
+    p.args = "((T([1024, 1024], f32),), {})";
+    p.successfully_ran = true;
+    p.speedup = s;
+    p.reference_time_ms = 1.0;
+    p.benchmark_time_ms = 1.0 / s;
+    r.performance.push_back(p);
+  }
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("an operator's brief names its folder, schema and largest inputs", "[core]") {
+  auto b = make_op_brief("aten.add.Tensor", "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+                         {"a", "b", "c", "d", "e", "f", "g"}, 3);
+  CHECK(b.folder == "add__Tensor");
+  CHECK(b.examples == std::vector<std::string>{"a", "b", "c"});
+  CHECK(kernel_folder("aten.relu.default") == "relu__default");
+}
+
+TEST_CASE("the prompt carries schema, inputs, entry point, ABI and feedback", "[core]") {
+  auto b = make_op_brief("aten.relu.default", "aten::relu(Tensor self) -> Tensor",
+                         {"((T([64, 128], f16),), {})"});
+  auto triton = kernel_prompt(b, kernel_dsl::triton, "");
+  CHECK_THAT(triton, Catch::Contains("Operator: aten.relu.default"));
+  CHECK_THAT(triton, Catch::Contains("aten::relu(Tensor self) -> Tensor"));
+  CHECK_THAT(triton, Catch::Contains("((T([64, 128], f16),), {})"));
+  CHECK_THAT(triton, Catch::Contains("`relu__default_kernel_impl`"));
+  CHECK_THAT(triton, Catch::Contains("@triton.jit"));
+  CHECK_THAT(triton, Catch::Contains("```python"));
+  CHECK_THAT(triton, !Catch::Contains("previous version"));
+  auto cuda = kernel_prompt(b, kernel_dsl::cuda, "It did not build.");
+  CHECK_THAT(cuda, Catch::Contains("BBCLUSTER_EXPORT_KERNEL(`relu__default_kernel_impl`)"));
+  CHECK_THAT(cuda, Catch::Contains("```cuda"));
+  CHECK_THAT(cuda, Catch::Contains("Your previous version was evaluated"));
+  CHECK_THAT(cuda, Catch::Contains("It did not build."));
+  CHECK(std::string(kernel_kind(kernel_dsl::cuda)) == "cu");
+  CHECK(std::string(kernel_kind(kernel_dsl::pytorch)) == "py");
+  kernel_dsl d;
+  CHECK(parse_dsl("pytorch", d));
+  CHECK(d == kernel_dsl::pytorch);
+  CHECK_FALSE(parse_dsl("opencl", d));
+}
+
+TEST_CASE("feedback says what went wrong with the previous version", "[core]") {
+  SECTION("incorrect inputs with their errors and max errors, and timings") {
+    auto r = evaluated("ok", {true, false}, {0.8});
+    auto f = describe_for_feedback(r, "def tanh__default_kernel_impl(x): return x", 1.0);
+    CHECK_THAT(f, Catch::Contains("def tanh__default_kernel_impl(x): return x"));
+    CHECK_THAT(f, Catch::Contains("Incorrect on input ((T([3], f32),), {})"));
+    CHECK_THAT(f, !Catch::Contains("Incorrect on input ((T([2], f32),), {})"));
+    CHECK_THAT(f, Catch::Contains("AssertionError: Tensor-likes are not close!"));
+    CHECK_THAT(f, Catch::Contains("max absolute error 0.25, max relative error 0.5"));
+    CHECK_THAT(f, Catch::Contains("speedup 0.80x"));
+    CHECK_THAT(f, Catch::Contains("Make it correct on every input"));
+  }
+  SECTION("a build error") {
+    auto r = evaluated("compile_failed", {}, {});
+    r.detail = "kernel.cu:3: error: expected ';'";
+    auto f = describe_for_feedback(r, "", 1.0);
+    CHECK_THAT(f, Catch::Contains("did not build"));
+    CHECK_THAT(f, Catch::Contains("kernel.cu:3: error: expected ';'"));
+  }
+  SECTION("a crash") {
+    auto r = evaluated("crashed", {}, {});
+    r.detail = "killed by signal 11 (SIGSEGV)";
+    CHECK_THAT(describe_for_feedback(r, "", 1.0), Catch::Contains("crashed: killed by signal 11"));
+  }
+  SECTION("correct but slow asks for speed") {
+    auto f = describe_for_feedback(evaluated("ok", {true}, {0.5}), "", 1.0);
+    CHECK_THAT(f, Catch::Contains("correct but not faster"));
+  }
+  SECTION("honesty flags") {
+    auto r = evaluated("ok", {true}, {2.0});
+    r.flags = {"mutates_input"};
+    CHECK_THAT(describe_for_feedback(r, "", 1.0), Catch::Contains("flagged: mutates_input"));
+  }
+}
+
+TEST_CASE("code comes from the fenced block that fits the language", "[core]") {
+  auto py = extract_code("Sure.\n```cpp\nint x;\n```\nand\n```python\ndef f():\n    pass\n```\n",
+                         kernel_dsl::triton);
+  CHECK(py.code == "def f():\n    pass\n");
+  CHECK(py.why.empty());
+  auto cu = extract_code("```python\nx = 1\n```\n```cuda\n__global__ void k() {}\n```",
+                         kernel_dsl::cuda);
+  CHECK(cu.code == "__global__ void k() {}\n");
+  auto untagged = extract_code("text\n~~~\nimport torch\n~~~\n", kernel_dsl::pytorch);
+  CHECK(untagged.code == "import torch\n");
+  auto other = extract_code("```rust\nfn main() {}\n```", kernel_dsl::pytorch);
+  CHECK(other.code == "fn main() {}\n");
+  auto none = extract_code("I would rather not.", kernel_dsl::triton);
+  CHECK(none.code.empty());
+  CHECK_THAT(none.why, Catch::Contains("no fenced code block"));
+  auto cut = extract_code("```python\nimport torch\ndef f(", kernel_dsl::triton);
+  CHECK(cut.code.empty());
+  CHECK_THAT(cut.why, Catch::Contains("not closed"));
+  // A fence inside a string of the code does not end the block: only a fence line does.
+  auto inner = extract_code("```python\ns = '```'\nx = 1\n```", kernel_dsl::triton);
+  CHECK(inner.code == "s = '```'\nx = 1\n");
+}
+
+TEST_CASE("KernelAgent's kernel_function becomes the entry point", "[core]") {
+  auto code = std::string("import torch\n\ndef kernel_function(x):\n    return x.clamp(min=0)\n");
+  auto exposed = expose_entry_point(code, "relu__default");
+  CHECK_THAT(exposed, Catch::EndsWith("relu__default_kernel_impl = kernel_function\n"));
+  auto own = std::string("def relu__default_kernel_impl(x):\n    return x\n");
+  CHECK(expose_entry_point(own, "relu__default") == own);
+  auto neither = std::string("def other(x):\n    return x\n");
+  CHECK(expose_entry_point(neither, "relu__default") == neither);
+}
+
+TEST_CASE("versions go on until one is correct, and the best correct one stands", "[core]") {
+  version_policy policy;
+  policy.max_versions = 3;
+  version_history h;
+  CHECK(h.wants_another(policy));
+  auto v1 = evaluated("ok", {false}, {1.0});
+  v1.version = 1;
+  h.record(v1);
+  CHECK(h.wants_another(policy));
+  auto v2 = evaluated("ok", {true}, {0.5});
+  v2.version = 2;
+  h.record(v2);
+  CHECK_FALSE(h.wants_another(policy));
+  CHECK(h.standing().version == 2);
+  SECTION("a slow correct version gets another try when asked, and the faster one stands") {
+    policy.improve_when_slow = true;
+    CHECK(h.wants_another(policy));
+    auto v3 = evaluated("ok", {true}, {0.9});
+    v3.version = 3;
+    h.record(v3);
+    CHECK_FALSE(h.wants_another(policy)); // three of three
+    CHECK(h.standing().version == 3);
+  }
+  SECTION("a later incorrect version does not replace a correct one") {
+    policy.max_versions = 5;
+    policy.improve_when_slow = true;
+    auto v3 = evaluated("crashed", {}, {});
+    v3.version = 3;
+    h.record(v3);
+    CHECK(h.standing().version == 2);
+  }
+}
+
+TEST_CASE("without a correct version the latest stands", "[core]") {
+  version_policy policy;
+  policy.max_versions = 2;
+  version_history h;
+  auto v1 = evaluated("no_kernel", {}, {});
+  v1.version = 1;
+  h.record(v1);
+  auto v2 = evaluated("compile_failed", {}, {});
+  v2.version = 2;
+  h.record(v2);
+  CHECK_FALSE(h.wants_another(policy));
+  CHECK(h.standing().version == 2);
+  CHECK_FALSE(is_correct_result(h.standing()));
+  CHECK(result_line(evaluated("ok", {true, false}, {1.0})).find("incorrect: 1/2") == 0);
+}
+
+TEST_CASE("KernelAgent's test code holds the suite's inputs and the aten operator", "[core]") {
+  auto b = make_op_brief("aten.leaky_relu.default", "", {"((T([8, 16], f16), 0.2,), {})"});
+  auto t = agent_test_code(b);
+  CHECK_THAT(t, Catch::Contains("OP = torch.ops.aten.leaky_relu.default"));
+  CHECK_THAT(t, Catch::Contains("r\"\"\"((T([8, 16], f16), 0.2,), {})\"\"\""));
+  CHECK_THAT(t, Catch::Contains("from kernel import kernel_function"));
+  CHECK_THAT(t, Catch::Contains("atol=1e-2, rtol=1e-2"));
+  auto p = agent_problem_description(b, "It was wrong.");
+  CHECK_THAT(p, Catch::Contains("Operator: aten.leaky_relu.default"));
+  CHECK_THAT(p, Catch::Contains("kernel_function"));
+  CHECK_THAT(p, Catch::Contains("It was wrong."));
+  auto add = agent_test_code(make_op_brief("aten.add.Tensor", "", {}));
+  CHECK_THAT(add, Catch::Contains("OP = torch.ops.aten.add.Tensor"));
+}
+
+TEST_CASE("a version that cannot be scored here ends the operator's versions", "[core]") {
+  version_policy policy;
+  version_history h;
+  auto v1 = evaluated("needs_cuda", {}, {});
+  v1.detail = "a .cu kernel on a node without a GPU";
+  v1.version = 1;
+  h.record(v1);
+  CHECK_FALSE(h.wants_another(policy));
+  CHECK(h.standing().outcome == "needs_cuda");
+}

@@ -1,0 +1,106 @@
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "results/reports.hpp"
+#include "results/results.hpp"
+#include "support.hpp"
+
+using namespace bb;
+using nlohmann::json;
+
+namespace {
+
+std::vector<eval_result> sample_results() {
+  eval_result ok;
+  ok.op_name = "aten.relu.default";
+  correctness_record c;
+  c.op_name = ok.op_name;
+  c.args = "((T([2], f32),), {})";
+  c.is_correct = true;
+  ok.correctness.push_back(c);
+  performance_record p;
+  p.op_name = ok.op_name;
+  p.args = "((T([1024, 1024], f32),), {})";
+  p.speedup = 2.0;
+  p.benchmark_time_ms = 0.1;
+  p.reference_time_ms = 0.2;
+  p.successfully_ran = true;
+  ok.performance.push_back(p);
+  eval_job job;
+  job.job_id = 2;
+  job.attempt = 2;
+  job.op_name = "aten.add.Tensor";
+  job.correctness_inputs = {"((T([3], f32), T([3], f32),), {})"};
+  job.performance_inputs = {"((T([9], f32), T([9], f32),), {})"};
+  auto crashed = failed_result(job, outcome::crashed, "runner killed by signal 11 (SIGSEGV)");
+  return {ok, crashed};
+}
+
+} // namespace
+
+TEST_CASE("failed_result gives every input a failed record", "[core]") {
+  auto r = sample_results()[1];
+  CHECK(r.outcome == "crashed");
+  REQUIRE(r.correctness.size() == 1);
+  CHECK_FALSE(r.correctness[0].is_correct);
+  CHECK(r.correctness[0].error_type == "crashed");
+  REQUIRE(r.performance.size() == 1);
+  CHECK_FALSE(r.performance[0].successfully_ran);
+  CHECK(r.performance[0].speedup == 1.0);
+}
+
+TEST_CASE("the four report files carry BackendBench's fields", "[core]") {
+  test::temp_dir dir;
+  auto results = sample_results();
+  auto s = score_results(results, 1.0);
+  REQUIRE(write_reports(dir.path, "bbcluster --suite smoke", results, s) == "");
+
+  auto full = json::parse(test::read_file(dir / "full_results.json"));
+  REQUIRE(full.size() == 4);
+  // Sorted by (op_name, args): add's two records first.
+  // Operators as BackendBench names them (op.__name__).
+  CHECK(full[0]["op_name"] == "add.Tensor");
+  json correctness, performance;
+  for (auto& row : full)
+    (row["test_type"] == "correctness" ? correctness : performance) = row;
+  for (const char* key : {"op_name", "args", "is_correct", "error_msg", "error_type", "traceback",
+                          "max_abs_error", "max_rel_error", "test_type"})
+    CHECK(correctness.contains(key));
+  for (const char* key : {"op_name", "args", "speedup", "benchmark_time_ms", "reference_time_ms",
+                          "error_msg", "successfully_ran", "test_type"})
+    CHECK(performance.contains(key));
+
+  auto failed = json::parse(test::read_file(dir / "failed_tests.json"));
+  REQUIRE(failed.size() == 2);
+  CHECK(failed[0]["op_name"] == "add.Tensor");
+  CHECK(failed[1]["op_name"] == "add.Tensor");
+  // A failed input's speedup and kernel time are None, as BackendBench records them.
+  for (auto& row : failed)
+    if (row["test_type"] == "performance") {
+      CHECK(row["speedup"].is_null());
+      CHECK(row["benchmark_time_ms"].is_null());
+    }
+
+  auto csv = test::read_file(dir / "operator_summary.csv");
+  CHECK(csv.rfind("operator,total_tests,correctness_tests,performance_tests,"
+                  "passed_correctness_tests,passed_performance_tests,failed_correctness_tests,"
+                  "failed_performance_tests,correctness_rate,avg_speedup,geomean_speedup,"
+                  "max_absolute_error,max_relative_error\r\n",
+                  0)
+        == 0);
+  CHECK(csv.find("\nrelu.default,2,1,1,1,1,0,0,1.0,2.0,2.0,0.0,0.0\r\n") != std::string::npos);
+  CHECK(csv.find("\nadd.Tensor,2,1,1,0,0,1,1,0.0,0.0,0.0,0.0,0.0\r\n") != std::string::npos);
+
+  auto md = test::read_file(dir / "OVERALL_SUMMARY.md");
+  CHECK(md.find("bbcluster --suite smoke") != std::string::npos);
+  CHECK(md.find("| Correctness Score | 0.50 |") != std::string::npos);
+  CHECK(md.find("| Perf@1.0 Score | 0.50 |") != std::string::npos);
+  CHECK(md.find("| relu.default | 100.0000% | 2.0000x|") != std::string::npos);
+}
+
+TEST_CASE("CSV fields are quoted as Python's csv module quotes them", "[core]") {
+  CHECK(csv_field("plain") == "plain");
+  CHECK(csv_field("a,b") == "\"a,b\"");
+  CHECK(csv_field("say \"hi\"") == "\"say \"\"hi\"\"\"");
+}
