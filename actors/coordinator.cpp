@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/compile_step.hpp"
 #include "results/results.hpp"
 #include "messages/errors.hpp"
 
@@ -158,33 +159,18 @@ void compile_then_queue(coordinator_pointer self, uint64_t id, artefact a) {
     finish_if_done(self);
     return;
   }
-  if ((a.kind != "cpp" && a.kind != "cu") || !st.compiler) {
-    st.table.set_artefact(id, std::move(a));
-    dispatch(self);
-    return;
-  }
-  self->request(st.compiler, st.cfg.compile_timeout, atom::compile_v, a)
-    .then(
-      [=](compile_outcome& out) mutable {
-        auto& st = self->state;
-        if (out.status == "ok") {
-          a.object_path = out.object_path;
-          st.table.set_artefact(id, std::move(a));
-          dispatch(self);
-          return;
-        }
-        auto job = st.table.job(id);
-        job.kernel = a;
-        auto why = out.status == "needs_cuda" ? outcome::needs_cuda : outcome::compile_failed;
-        auto detail = out.message + (out.log_path.empty() ? "" : "\n(full log: " + out.log_path + ")");
-        settle(self, failed_result(job, why, detail));
-        finish_if_done(self);
-      },
-      [=](caf::error& err) {
-        auto job = self->state.table.job(id);
-        settle(self, failed_result(job, outcome::compile_failed, "compile pool failed: " + describe(err)));
-        finish_if_done(self);
-      });
+  auto job = st.table.job(id);
+  job.kernel = std::move(a);
+  prepare_job(
+    self, st.compiler, std::move(job),
+    [=](eval_job ready) {
+      self->state.table.set_artefact(id, std::move(ready.kernel));
+      dispatch(self);
+    },
+    [=](eval_result failed) {
+      settle(self, std::move(failed));
+      finish_if_done(self);
+    });
 }
 
 void start(coordinator_pointer self) {

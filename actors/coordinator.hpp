@@ -25,7 +25,6 @@ struct coordinator_config {
   bool numbered_versions = false;
   /// The first version of an operator whose earlier versions a resumed campaign evaluated.
   std::map<std::string, uint32_t> first_versions;
-  caf::timespan compile_timeout = std::chrono::minutes(30);
 };
 
 caf::error validate(const coordinator_config& cfg);

@@ -10,8 +10,9 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
-#include "results/results.hpp"
+#include "actors/compile_step.hpp"
 #include "actors/zmq_wake.hpp"
+#include "results/results.hpp"
 #include "messages/errors.hpp"
 
 namespace bb {
@@ -138,31 +139,17 @@ std::string node_server::run() {
     auto evaluator = slots_[slot];
     auto compiler = compiler_;
     sys_.spawn([=](caf::event_based_actor* self) mutable {
-      auto evaluate = [=](eval_job j) {
-        self->request(evaluator, evaluate_timeout, atom::evaluate_v, j)
-          .then([=](eval_result& r) { done->push(from, slot, std::move(r)); },
-                [=](caf::error& err) {
-                  done->push(from, slot, failed_result(j, outcome::infra_error, "slot lost: " + describe(err)));
-                });
-      };
-      if ((job.kernel.kind != "cpp" && job.kernel.kind != "cu") || !compiler) {
-        evaluate(job);
-        return;
-      }
-      self->request(compiler, evaluate_timeout, atom::compile_v, job.kernel)
-        .then(
-          [=](compile_outcome& out) mutable {
-            if (out.status == "ok") {
-              job.kernel.object_path = out.object_path;
-              evaluate(job);
-              return;
-            }
-            auto why = out.status == "needs_cuda" ? outcome::needs_cuda : outcome::compile_failed;
-            done->push(from, slot, failed_result(job, why, out.message));
-          },
-          [=](caf::error& err) {
-            done->push(from, slot, failed_result(job, outcome::compile_failed, describe(err)));
-          });
+      prepare_job(
+        self, compiler, std::move(job),
+        [=](eval_job ready) {
+          self->request(evaluator, evaluate_timeout, atom::evaluate_v, ready)
+            .then([=](eval_result& r) { done->push(from, slot, std::move(r)); },
+                  [=](caf::error& err) {
+                    done->push(from, slot,
+                               failed_result(ready, outcome::infra_error, "slot lost: " + describe(err)));
+                  });
+        },
+        [=](eval_result failed) { done->push(from, slot, std::move(failed)); });
     });
   };
 

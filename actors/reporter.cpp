@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "results/profile.hpp"
 #include "results/reports.hpp"
 #include "results/scoring.hpp"
 #include "messages/errors.hpp"
@@ -92,7 +93,13 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
       report.scores_text = format_scores(s) + format_skipped(s);
       report.jobs = st.results.size();
       report.failed_jobs = st.failed_jobs;
+      auto profile = make_profile(st.results);
+      report.profile_text = format_profile(profile);
       if (!st.cfg.log_dir.empty()) {
+        if (auto err = write_file_atomically(std::filesystem::path(st.cfg.log_dir) / "profile.json",
+                                             profile_json(profile).dump(2));
+            !err.empty())
+          spdlog::error("reporter: {}", err);
         auto err = write_reports(st.cfg.log_dir, st.cfg.command, st.results, s);
         if (!err.empty())
           spdlog::error("reporter: {}", err);

@@ -8,6 +8,8 @@
 
 #include <caf/error.hpp>
 
+#include "messages/runner_protocol.hpp"
+
 namespace bb {
 
 struct settings {
@@ -23,12 +25,9 @@ struct settings {
   double start_timeout_s = 60.0;
   double memory_limit_gb = 0.0;   ///< per CPU runner; 0: 75% of the machine's memory / slots
   int64_t max_attempts = 2; ///< attempts per job whose runner died, before the failure is final
-  // [timing]
-  int64_t cpu_warmup = 10;
-  int64_t cpu_runs = 100;
-  double cpu_max_seconds = 5.0; ///< budget of one cpu_bench measurement; 0: none
-  double gpu_warmup_ms = 25.0;  ///< do_bench's warm-up budget
-  double gpu_rep_ms = 100.0;    ///< do_bench's repetition budget
+  // [timing]: the runner's options, defaults in messages/runner_protocol.hpp
+  runner_options timing;
+  bool reference_cache = true;  ///< timing.reference_cache (--no-reference-cache turns it off)
   // [compile]
   std::string compile_cache_dir; ///< empty: ~/.cache/bbcluster/kernels (or $BBCLUSTER_CACHE)
   int64_t compile_workers = 0;   ///< 0: the node's cores minus its evaluators, at least one
@@ -84,6 +83,14 @@ uint64_t runner_memory_limit(double gb, size_t slots);
 
 /// GPUs on this node: the /dev/nvidiaN devices, limited by CUDA_VISIBLE_DEVICES when set.
 size_t count_gpus();
+
+/// The runner options of a sweep: settings.timing with the reference-time cache folder
+/// resolved ("" when the cache is off).
+runner_options runner_options_of(const settings& s);
+
+/// Bound on one evaluate request to a slot: a runner start and two full job timeouts (a
+/// retry on a fresh runner) with some slack.
+double evaluate_timeout_s(const settings& s);
 
 /// Checks ranges (positive timeouts, ...); the error names the setting.
 caf::error validate(const settings& s);

@@ -1,6 +1,6 @@
 #pragma once
 
-// The run folder of a generative campaign (DESIGN.md section 6), KernelAgent's layout:
+// The run folder of a generative campaign (docs/architecture.md, "Files"), KernelAgent's layout:
 //   <backend>_run_<timestamp>/
 //     agent_logs/
 //     <folder>/<folder>_implementation_v<N>.{py,cu}   one version per attempt

@@ -26,6 +26,8 @@ struct sweep_report {
   uint64_t failed_jobs = 0;
   /// Where the reports were written; empty with --disable-output-logs.
   std::string log_dir;
+  /// Where the sweep's time went, per slot and phase (results/profile.hpp).
+  std::string profile_text;
 };
 
 template <class Inspector>
@@ -41,9 +43,20 @@ typename Inspector::result_type inspect(Inspector& f, compile_outcome& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, input_failure& x) {
+  return f(caf::meta::type_name("input_failure"), x.kind, x.index, x.message);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cached_reference& x) {
+  return f(caf::meta::type_name("cached_reference"), x.index, x.mean_ms, x.round_means_ms);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, eval_job& x) {
   return f(caf::meta::type_name("eval_job"), x.job_id, x.attempt, x.op_name, x.kernel,
-           x.correctness_inputs, x.performance_inputs);
+           x.correctness_inputs, x.performance_inputs, x.reference_failures,
+           x.cached_references);
 }
 
 template <class Inspector>
@@ -56,20 +69,21 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, performance_record& x) {
   return f(caf::meta::type_name("performance_record"), x.op_name, x.args, x.speedup,
            x.benchmark_time_ms, x.reference_time_ms, x.error_msg, x.successfully_ran,
-           x.test_type);
+           x.test_type, x.speedup_ci_low, x.speedup_ci_high, x.timing_rounds, x.reference_cached,
+           x.reference_round_means_ms);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, provenance& x) {
   return f(caf::meta::type_name("provenance"), x.node, x.device, x.driver, x.torch_version,
-           x.artefact_hash);
+           x.artefact_hash, x.slot);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
   return f(caf::meta::type_name("eval_result"), x.job_id, x.attempt, x.op_name, x.outcome,
            x.detail, x.correctness, x.performance, x.where, x.wall_seconds, x.flags,
-           x.runner_restarts, x.version);
+           x.runner_restarts, x.version, x.phases);
 }
 
 template <class Inspector>
@@ -95,7 +109,8 @@ typename Inspector::result_type inspect(Inspector& f, generation_step& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sweep_report& x) {
-  return f(caf::meta::type_name("sweep_report"), x.scores_text, x.jobs, x.failed_jobs, x.log_dir);
+  return f(caf::meta::type_name("sweep_report"), x.scores_text, x.jobs, x.failed_jobs, x.log_dir,
+           x.profile_text);
 }
 
 } // namespace bb

@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("bbcluster"));
   spdlog::set_level(spdlog::level::from_str(s.log_level));
 
-  auto plan = bb::make_plan({f.suite, f.data, bb::ops::split_tokens(f.ops), static_cast<size_t>(f.topn)});
+  auto plan = bb::make_plan({f.suite, f.data, bb::ops::split_tokens(f.ops), static_cast<size_t>(f.topn),
+                             f.smallest_inputs});
   if (!plan.fatal.empty()) {
     std::cerr << "bbcluster: " << plan.fatal << "\n";
     return 2;
@@ -171,7 +172,7 @@ int main(int argc, char** argv) {
     ccfg.work = plan.work;
     ccfg.max_attempts = static_cast<uint32_t>(s.max_attempts);
     ccfg.evaluate_timeout = std::chrono::duration_cast<caf::timespan>(
-      std::chrono::duration<double>(s.start_timeout_s + 2 * s.job_timeout_s + 30));
+      std::chrono::duration<double>(evaluate_timeout_s(s)));
     auto coordinator = sys.spawn(bb::coordinator, ccfg, generator, local.evaluators, reporter,
                                  local.compiler);
     for (auto& link : nodes.links)
@@ -182,6 +183,7 @@ int main(int argc, char** argv) {
       .receive(
         [&](bb::sweep_report& report) {
           std::cout << report.scores_text << std::flush;
+          std::cerr << report.profile_text << std::flush;
           if (report.failed_jobs > 0)
             spdlog::warn("bbcluster: {} of {} jobs failed as a whole (a kernel that did not "
                          "build, load or finish; see failed_tests.json)", report.failed_jobs, report.jobs);

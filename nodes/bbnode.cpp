@@ -53,7 +53,7 @@ int check_slots(caf::actor_system& sys, bb::local_node& node) {
           failures += ok ? 0 : 1;
           std::cout << "slot " << slot << ": " << (ok ? "ok" : "FAILED") << " (" << r.where.device
                     << ", torch " << r.where.torch_version << ")"
-                    << (ok ? "" : ": " + bb::to_string(r.outcome) + std::string(" ") + r.detail) << "\n";
+                    << (ok ? std::string() : ": " + std::string(bb::to_string(r.outcome)) + " " + r.detail) << "\n";
         },
         [&](caf::error& err) {
           ++failures;
@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
       ncfg.public_key = node_keys.public_key;
       ncfg.secret_key = node_keys.secret_key;
       ncfg.coordinator_key = coordinator_key.public_key;
-      ncfg.evaluate_timeout_s = s.start_timeout_s + 2 * s.job_timeout_s + 30;
+      ncfg.evaluate_timeout_s = evaluate_timeout_s(s);
       // Tell whoever started us where we listen, once bound.
       ncfg.on_bound = [&](const std::string& endpoint) {
         std::cout << "bbnode: listening on " << endpoint << std::endl;

@@ -62,6 +62,15 @@ void add_flags(CLI::App& app, flags& f) {
   app.add_option("--devices", f.devices, "evaluator slots (CPU slots on a machine without GPUs)")
     ->check(CLI::PositiveNumber);
   app.add_flag("--list", f.list, "print the selected operators with their input counts and exit");
+  app.add_option("--timer", f.timer,
+                 "do_bench (triton.testing.do_bench's procedure, the default) or adaptive (stop "
+                 "once the mean is known to timing.adaptive_rel_sem)")
+    ->check(CLI::IsMember({"do_bench", "adaptive"}));
+  app.add_flag("--no-reference-cache", f.no_reference_cache,
+               "time the reference (aten) afresh instead of reusing the reference-time cache");
+  app.add_flag("--smallest-inputs", f.smallest_inputs,
+               "keep the N smallest inputs per operator instead of the largest (a quick check of "
+               "every operator on a small machine)");
 }
 
 std::string expand_resume(std::vector<std::string>& args) {
@@ -186,6 +195,10 @@ std::string merge_settings(const CLI::App& app, const flags& f, settings& s) {
     s.ka_max_rounds = f.ka_max_rounds;
   if (!f.ka_python.empty())
     s.ka_python = f.ka_python;
+  if (!f.timer.empty())
+    s.timing.timer = f.timer;
+  if (f.no_reference_cache)
+    s.reference_cache = false;
   if (f.backend == "directory" && f.ops_directory.empty())
     return "--backend directory needs --ops-directory DIR";
   if (auto err = validate(s))

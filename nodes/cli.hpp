@@ -34,6 +34,10 @@ struct flags {
   double p = 1.0;
   bool disable_output_logs = false;
   bool list = false;
+  // Timing and input selection beyond BackendBench.
+  std::string timer;
+  bool no_reference_cache = false;
+  bool smallest_inputs = false;
 };
 
 void add_flags(CLI::App& app, flags& f);

@@ -20,16 +20,19 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(correctness_record, op_name, arg
                                                 max_rel_error, test_type)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(performance_record, op_name, args, speedup,
                                                 benchmark_time_ms, reference_time_ms, error_msg,
-                                                successfully_ran, test_type)
+                                                successfully_ran, test_type, speedup_ci_low,
+                                                speedup_ci_high, timing_rounds, reference_cached,
+                                                reference_round_means_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(provenance, node, device, driver, torch_version,
-                                                artefact_hash)
+                                                artefact_hash, slot)
 
 namespace fields {
 // eval_result's fields; bb::to_json below names `where` "provenance" in the file, as the
 // journal always has.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(eval_result, job_id, attempt, op_name, outcome,
                                                 detail, correctness, performance, where,
-                                                wall_seconds, flags, runner_restarts, version)
+                                                wall_seconds, flags, runner_restarts, version,
+                                                phases)
 } // namespace fields
 
 void to_json(nlohmann::json& j, const eval_result& x) {

@@ -241,6 +241,7 @@ std::string write_reports(const std::string& dir, const std::string& command,
     for (auto& p : r.performance) {
       json j = p;
       j["op_name"] = name;
+      j.erase("reference_round_means_ms"); // what the reference-time cache keeps, not a report's
       // BackendBench records a failed input's speedup and kernel time as None.
       if (!p.successfully_ran) {
         j["speedup"] = nullptr;

@@ -20,6 +20,8 @@ struct plan_request {
   std::vector<std::string> ops;
   /// --topn; 0 keeps every input.
   size_t topn = 0;
+  /// --smallest-inputs: keep the N smallest inputs instead of the N largest.
+  bool smallest = false;
 };
 
 struct sweep_plan {
