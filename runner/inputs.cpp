@@ -332,7 +332,25 @@ std::vector<c10::IValue> stack_of(const built_call& call, const c10::FunctionSch
     auto idx = schema.argumentIndexWithName(k);
     kwargs.emplace(k, tensor_if_wanted(v, idx ? &formals[*idx] : nullptr));
   }
-  schema.checkAndNormalizeInputs(stack, kwargs);
+  // Keyword arguments and defaults into their places, as Python's torch.ops does it: without
+  // the schema's type check, which refuses what Python passes (a bool for a Scalar); the
+  // operator's own unboxing judges the values.
+  if (stack.size() > formals.size())
+    throw std::invalid_argument(schema.name() + " takes " + std::to_string(formals.size())
+                                + " arguments, not " + std::to_string(stack.size()));
+  for (size_t i = stack.size(); i < formals.size(); ++i) {
+    const auto& formal = formals[i];
+    if (auto it = kwargs.find(formal.name()); it != kwargs.end()) {
+      stack.push_back(std::move(it->second));
+      kwargs.erase(it);
+    } else if (formal.default_value()) {
+      stack.push_back(*formal.default_value());
+    } else {
+      throw std::invalid_argument(schema.name() + " misses its argument '" + formal.name() + "'");
+    }
+  }
+  if (!kwargs.empty())
+    throw std::invalid_argument(schema.name() + " has no argument '" + kwargs.begin()->first + "'");
   return stack;
 }
 
