@@ -384,8 +384,8 @@ void previous_evaluation(std::ostringstream& out, const eval_result& previous,
       failed.push_back(&c);
   if (!failed.empty()) {
     out << "#\n# The benchmark evaluated the previous kernel (version " << v
-        << ") and it was wrong. The inputs it got wrong are checked first, in "
-           "PREVIOUSLY_FAILED, each with what the benchmark saw on it:\n";
+        << ") and it was wrong.\n# The inputs it got wrong are checked first, in "
+           "PREVIOUSLY_FAILED, each with what the\n# benchmark saw on it:\n";
     for (auto* c : failed) {
       out << "#   " << c->args << "\n#     " << observed_line(*c) << "\n";
       if (!c->traceback.empty())

@@ -111,6 +111,8 @@ def apply_settings(settings):
         kwargs["num_workers"] = int(settings["num_workers"])
     if settings.get("max_rounds"):
         kwargs["max_rounds"] = int(settings["max_rounds"])
+    # Where a KernelAgent takes it when it is made rather than per call.
+    kwargs["generate_default_test"] = bool(settings.get("generate_default_test", False))
     return kwargs
 
 
