@@ -122,6 +122,8 @@ caf::error load_settings(const std::string& path, settings& out) {
     {"kernel_agent.timeout_s", {bind(s.ka_timeout_s), "a number"}},
     {"kernel_agent.max_retries", {bind(s.ka_max_retries), "an integer"}},
     {"kernel_agent.backoff_s", {bind(s.ka_backoff_s), "a number"}},
+    {"kernel_agent.provider", {bind(s.ka_provider), "a string"}},
+    {"kernel_agent.generate_default_test", {bind(s.ka_generate_default_test), "a boolean"}},
   };
   toml::table root;
   try {
@@ -246,6 +248,10 @@ caf::error validate(const settings& s) {
       || s.ka_backoff_s < 0)
     return bad("kernel_agent.workers, max_rounds and timeout_s must be positive, max_retries "
                "and backoff_s >= 0");
+  if (!s.ka_provider.empty() && s.ka_provider != "relay" && s.ka_provider != "openai"
+      && s.ka_provider != "anthropic")
+    return bad("kernel_agent.provider must be relay, openai, anthropic or \"\", not '"
+               + s.ka_provider + "'");
   static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   for (auto l : levels)
     if (s.log_level == l)

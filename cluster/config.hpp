@@ -63,6 +63,8 @@ struct settings {
   double ka_timeout_s = 3600.0;     ///< one agent run for one operator
   int64_t ka_max_retries = 2;       ///< after a crashed or hung agent
   double ka_backoff_s = 10.0;
+  std::string ka_provider;          ///< relay, openai, anthropic; "": the model's own (--llm-provider)
+  bool ka_generate_default_test = false; ///< KernelAgent also writes and requires its own test
   // [log]
   std::string log_level = "info";
 };

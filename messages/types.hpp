@@ -93,7 +93,8 @@ typename Inspector::result_type inspect(Inspector& f, op_brief& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, author_request& x) {
-  return f(caf::meta::type_name("author_request"), x.op, x.version, x.feedback, x.log_dir);
+  return f(caf::meta::type_name("author_request"), x.op, x.version, x.feedback, x.previous,
+           x.log_dir);
 }
 
 template <class Inspector>

@@ -26,10 +26,11 @@ void add_flags(CLI::App& app, flags& f) {
   app.add_option("--llm-attempts", f.llm_attempts,
                  "kernel versions per operator, each after feedback on the last (llm, kernel_agent)")
     ->check(CLI::PositiveNumber);
-  app.add_option("--llm-model", f.llm_model, "model name (llm backend)");
+  app.add_option("--llm-model", f.llm_model, "model name (llm, kernel_agent)");
   app.add_option("--llm-provider", f.llm_provider,
-                 "openai (chat completions: OpenAI, vLLM, Ollama, llama.cpp, relays) or anthropic")
-    ->check(CLI::IsMember({"openai", "anthropic"}));
+                 "openai (chat completions: OpenAI, vLLM, Ollama, llama.cpp, relays) or anthropic; "
+                 "kernel_agent: also relay (KernelAgent's relay), default the model's own")
+    ->check(CLI::IsMember({"openai", "anthropic", "relay"}));
   app.add_option("--llm-base-url", f.llm_base_url,
                  "the model server's base URL, e.g. http://127.0.0.1:8000/v1 (default: "
                  "$OPENAI_BASE_URL or the provider's API)");
@@ -184,7 +185,7 @@ std::string merge_settings(const CLI::App& app, const flags& f, settings& s) {
   if (!f.llm_model.empty())
     s.llm_model = f.llm_model;
   if (!f.llm_provider.empty())
-    s.llm_provider = f.llm_provider;
+    (f.backend == "kernel_agent" ? s.ka_provider : s.llm_provider) = f.llm_provider;
   if (!f.llm_base_url.empty())
     s.llm_base_url = f.llm_base_url;
   if (!f.llm_dsl.empty())
