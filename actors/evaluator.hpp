@@ -41,6 +41,9 @@ struct evaluator_config {
   double cpu_max_seconds = 0.0;
   double gpu_warmup_ms = 25.0;
   double gpu_rep_ms = 100.0;
+  /// The node's sandbox for runners; each slot adds its scratch folder and, on a GPU, its
+  /// device nodes.
+  sandbox_policy sandbox;
 };
 
 caf::error validate(const evaluator_config& cfg);

@@ -93,7 +93,10 @@ struct provenance {
   std::string driver;
   std::string torch_version;
   std::string artefact_hash;
-  MSGPACK_DEFINE_MAP(node, device, driver, torch_version, artefact_hash);
+  /// How the runner was sandboxed: "namespaces", "off", or "none: <why>" (evaluator.sandbox =
+  /// "auto" where namespaces are not available).
+  std::string sandbox;
+  MSGPACK_DEFINE_MAP(node, device, driver, torch_version, artefact_hash, sandbox);
 };
 
 /// The terminal record of one job.

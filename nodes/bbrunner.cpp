@@ -100,6 +100,9 @@ int main(int argc, char** argv) {
     // The job runs in its scratch folder: what a kernel writes stays there.
     auto home = std::filesystem::current_path();
     std::error_code ec;
+    // In a sandbox the scratch folder is a fresh one of this runner's: the job's folder is
+    // made here, and removed after the job.
+    bool made_work_dir = !req.work_dir.empty() && std::filesystem::create_directories(req.work_dir, ec);
     if (!req.work_dir.empty())
       std::filesystem::current_path(req.work_dir, ec);
     bb::runner_reply reply;
@@ -112,6 +115,8 @@ int main(int argc, char** argv) {
       send(fd, note);
     });
     std::filesystem::current_path(home, ec);
+    if (made_work_dir)
+      std::filesystem::remove_all(req.work_dir, ec);
     std::cout.flush();
     std::cerr.flush();
     if (!send(fd, reply))

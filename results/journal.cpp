@@ -22,7 +22,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(performance_record, op_name, arg
                                                 benchmark_time_ms, reference_time_ms, error_msg,
                                                 successfully_ran, test_type)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(provenance, node, device, driver, torch_version,
-                                                artefact_hash)
+                                                artefact_hash, sandbox)
 
 namespace fields {
 // eval_result's fields; bb::to_json below names `where` "provenance" in the file, as the
