@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <mutex>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -29,6 +30,12 @@ caf::error validate(const evaluator_config& cfg) {
 
 namespace {
 
+// The slot's scratch folder: its jobs' working folders go inside (a fresh one in a sandbox).
+std::filesystem::path scratch_root(const evaluator_config& cfg) {
+  return std::filesystem::path(cfg.log_dir).parent_path() / "scratch"
+         / ("slot" + std::to_string(cfg.slot));
+}
+
 runner_spec spec_of(const evaluator_config& cfg) {
   runner_spec spec;
   spec.program = cfg.runner;
@@ -40,6 +47,10 @@ runner_spec spec_of(const evaluator_config& cfg) {
   if (cfg.device == "cuda")
     spec.env.push_back("CUDA_VISIBLE_DEVICES=" + cfg.gpu);
   spec.memory_limit_bytes = cfg.memory_limit_bytes;
+  spec.sandbox = cfg.sandbox;
+  spec.sandbox.scratch = scratch_root(cfg).string();
+  if (cfg.device == "cuda")
+    spec.sandbox.devices = gpu_device_nodes(cfg.gpu);
   return spec;
 }
 
@@ -55,6 +66,12 @@ std::string ensure_runner(evaluator_state& st) {
     if (why.empty() && after_fault)
       why = st.runner.check(static_cast<int>(st.cfg.call_timeout_s * 1000));
     if (why.empty()) {
+      static std::once_flag said;
+      if (auto& how = st.runner.where().sandbox; how.rfind("none", 0) == 0)
+        std::call_once(said, [&] {
+          spdlog::warn("evaluator {}/{}: runners run without a sandbox (evaluator.sandbox = auto): {}",
+                       st.cfg.node, st.cfg.slot, how.substr(6));
+        });
       if (after_fault) {
         ++st.restarts;
         ++st.unreported_restarts;
@@ -69,9 +86,7 @@ std::string ensure_runner(evaluator_state& st) {
 
 // The job's scratch folder: the runner's working folder while the job runs, removed after.
 std::string scratch_for(const evaluator_config& cfg, const eval_job& job) {
-  auto dir = std::filesystem::path(cfg.log_dir).parent_path() / "scratch"
-             / ("slot" + std::to_string(cfg.slot))
-             / ("job" + std::to_string(job.job_id) + "_" + std::to_string(job.attempt));
+  auto dir = scratch_root(cfg) / ("job" + std::to_string(job.job_id) + "_" + std::to_string(job.attempt));
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   return ec ? "" : dir.string();
@@ -117,6 +132,7 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
   std::error_code ec;
   std::filesystem::create_directories(cfg.log_dir, ec);
   self->state.references = reference_cache(cfg.options.reference_cache_dir);
+  std::filesystem::create_directories(scratch_root(cfg), ec); // a sandbox mounts its own there
   self->state.cfg = std::move(cfg);
   return {
     [=](atom::evaluate, eval_job job) -> caf::result<eval_result> {

@@ -40,6 +40,9 @@ struct evaluator_config {
   uint32_t check_attempts = 3;
   /// How the runner evaluates and times (its device and node are set from this config).
   runner_options options;
+  /// The node's sandbox for runners; each slot adds its scratch folder and, on a GPU, its
+  /// device nodes.
+  sandbox_policy sandbox;
 };
 
 caf::error validate(const evaluator_config& cfg);

@@ -124,6 +124,12 @@ caf::error load_settings(const std::string& path, settings& out) {
     {"kernel_agent.backoff_s", {bind(s.ka_backoff_s), "a number"}},
     {"kernel_agent.provider", {bind(s.ka_provider), "a string"}},
     {"kernel_agent.generate_default_test", {bind(s.ka_generate_default_test), "a boolean"}},
+    {"evaluator.sandbox", {bind(s.sandbox), "a string"}},
+    {"evaluator.sandbox_tmp_mb", {bind(s.sandbox_tmp_mb), "an integer"}},
+    {"evaluator.sandbox_max_processes", {bind(s.sandbox_max_processes), "an integer"}},
+    {"evaluator.sandbox_max_file_mb", {bind(s.sandbox_max_file_mb), "an integer"}},
+    {"evaluator.sandbox_max_open_files", {bind(s.sandbox_max_open_files), "an integer"}},
+    {"compile.memory_limit_gb", {bind(s.compile_memory_limit_gb), "a number"}},
   };
   toml::table root;
   try {
@@ -252,6 +258,12 @@ caf::error validate(const settings& s) {
       && s.ka_provider != "anthropic")
     return bad("kernel_agent.provider must be relay, openai, anthropic or \"\", not '"
                + s.ka_provider + "'");
+  if (s.sandbox != "auto" && s.sandbox != "required" && s.sandbox != "off")
+    return bad("evaluator.sandbox must be auto, required or off, not '" + s.sandbox + "'");
+  if (s.sandbox_tmp_mb < 1 || s.sandbox_max_processes < 1 || s.sandbox_max_file_mb < 1
+      || s.sandbox_max_open_files < 16 || s.compile_memory_limit_gb < 0)
+    return bad("evaluator.sandbox_tmp_mb, sandbox_max_processes and sandbox_max_file_mb must be "
+               ">= 1, sandbox_max_open_files >= 16 and compile.memory_limit_gb >= 0");
   static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   for (auto l : levels)
     if (s.log_level == l)

@@ -67,6 +67,14 @@ struct settings {
   bool ka_generate_default_test = false; ///< KernelAgent also writes and requires its own test
   // [log]
   std::string log_level = "info";
+  // [evaluator] the sandbox of runners and compilers (process/sandbox.hpp)
+  std::string sandbox = "auto";         ///< "auto", "required" or "off"
+  int64_t sandbox_tmp_mb = 1024;        ///< size of a runner's private /tmp and of its scratch folder
+  int64_t sandbox_max_processes = 4096; ///< RLIMIT_NPROC of a sandboxed program's user
+  int64_t sandbox_max_file_mb = 1024;   ///< RLIMIT_FSIZE
+  int64_t sandbox_max_open_files = 4096; ///< RLIMIT_NOFILE
+  // [compile]
+  double compile_memory_limit_gb = 4.0; ///< RLIMIT_DATA of one compiler process; 0: none
 };
 
 /// The Python this build of bbcluster was made with (its torch provides libtorch).

@@ -129,7 +129,10 @@ struct provenance {
   std::string artefact_hash;
   /// The evaluator slot on its node.
   uint32_t slot = 0;
-  MSGPACK_DEFINE_MAP(node, device, driver, torch_version, artefact_hash, slot);
+  /// How the runner was sandboxed: "namespaces", "off", or "none: <why>" (evaluator.sandbox =
+  /// "auto" where namespaces are not available).
+  std::string sandbox;
+  MSGPACK_DEFINE_MAP(node, device, driver, torch_version, artefact_hash, slot, sandbox);
 };
 
 /// The terminal record of one job.

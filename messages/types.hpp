@@ -76,7 +76,7 @@ typename Inspector::result_type inspect(Inspector& f, performance_record& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, provenance& x) {
   return f(caf::meta::type_name("provenance"), x.node, x.device, x.driver, x.torch_version,
-           x.artefact_hash, x.slot);
+           x.artefact_hash, x.slot, x.sandbox);
 }
 
 template <class Inspector>

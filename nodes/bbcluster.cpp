@@ -139,6 +139,10 @@ int main(int argc, char** argv) {
     bb::local_node local;
     bb::cluster nodes;
     if (f.nodes.empty() && f.launcher != "slurm") {
+      if (auto refusal = bb::sandbox_refusal(s); !refusal.empty()) {
+        std::cerr << "bbcluster: " << refusal << "\n";
+        return 2;
+      }
       local = bb::spawn_local_node(sys, s, "local", scratch);
     } else {
       bb::cluster_request creq{f.nodes, f.launcher, f.config, scratch, s};

@@ -119,6 +119,28 @@ int main(int argc, char** argv) {
     }
   if (devices > 0)
     s.devices = devices;
+  // The node's keys are hidden from its runners and compilers with the coordinator's.
+  if (!keys.empty())
+    s.node_keys = keys;
+  if (auto err = bb::validate(s)) {
+    std::cerr << "bbnode: " << bb::describe(err) << "\n";
+    return 2;
+  }
+  if (check) {
+    bb::sandbox_mode mode = bb::sandbox_mode::automatic;
+    bb::from_string(s.sandbox, mode);
+    auto how = bb::decide_sandbox(mode);
+    std::cout << "sandbox (evaluator.sandbox = " << s.sandbox << "): "
+              << (how.wrap ? "works: runners and compilers run in namespaces"
+                  : mode == bb::sandbox_mode::off ? "off"
+                  : "DOES NOT WORK here: " + bb::sandbox_unavailable()
+                      + (how.refusal.empty() ? " (runners run without one)" : ""))
+              << "\n";
+  }
+  if (auto refusal = bb::sandbox_refusal(s); !refusal.empty()) {
+    std::cerr << "bbnode: " << refusal << "\n";
+    return 2;
+  }
   spdlog::set_default_logger(spdlog::stderr_color_mt("bbnode"));
   spdlog::set_level(spdlog::level::from_str(s.log_level));
   bool temporary = log_dir.empty();

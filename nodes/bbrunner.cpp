@@ -29,9 +29,12 @@ void maybe_inject_fault(const bb::eval_job& job) {
 }
 
 bb::runner_reply evaluate(int fd, const bb::runner_request& req, const bb::runner_options& opts) {
-  // The job runs in its scratch folder: what a kernel writes stays there.
+  // The job runs in its scratch folder: what a kernel writes stays there. In a sandbox the
+  // scratch folder is a fresh one of this runner's: the job's folder is made here, and removed
+  // after the job.
   auto home = std::filesystem::current_path();
   std::error_code ec;
+  bool made_work_dir = !req.work_dir.empty() && std::filesystem::create_directories(req.work_dir, ec);
   if (!req.work_dir.empty())
     std::filesystem::current_path(req.work_dir, ec);
   bb::runner_reply reply;
@@ -47,6 +50,8 @@ bb::runner_reply evaluate(int fd, const bb::runner_request& req, const bb::runne
     send(fd, note);
   });
   std::filesystem::current_path(home, ec);
+  if (made_work_dir)
+    std::filesystem::remove_all(req.work_dir, ec);
   std::cout.flush();
   std::cerr.flush();
   return reply;

@@ -63,6 +63,9 @@ runner_supervisor::~runner_supervisor() {
 
 std::string runner_supervisor::start(const runner_spec& spec, int timeout_ms) {
   stop();
+  auto sandbox = decide_sandbox(spec.sandbox.mode);
+  if (!sandbox.refusal.empty())
+    return sandbox.refusal;
   // An ignored SIGCHLD (inherited from a launcher) makes the kernel reap children itself, and
   // then no exit status can be read: restore the default before the first child.
   struct sigaction current {};
@@ -82,6 +85,11 @@ std::string runner_supervisor::start(const runner_spec& spec, int timeout_ms) {
   words.insert(words.end(), spec.args.begin(), spec.args.end());
   words.push_back("--fd");
   words.push_back(std::to_string(sv[1]));
+  if (sandbox.wrap)
+    words = sandbox_command(spec.sandbox, words, bwrap_program(), ::geteuid() == 0);
+  bool limited = spec.sandbox.mode != sandbox_mode::off;
+  auto limits = spec.sandbox.limits;
+  limits.max_data_bytes = spec.memory_limit_bytes;
   std::vector<char*> argv;
   for (auto& w : words)
     argv.push_back(w.data());
@@ -111,6 +119,8 @@ std::string runner_supervisor::start(const runner_spec& spec, int timeout_ms) {
     ::setpgid(0, 0);
     rlimit no_core{0, 0};
     ::setrlimit(RLIMIT_CORE, &no_core);
+    if (limited)
+      apply_limits(limits);
     int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0)
       ::dup2(devnull, 0);
@@ -130,6 +140,7 @@ std::string runner_supervisor::start(const runner_spec& spec, int timeout_ms) {
   ::close(log_fd);
   pid_ = pid;
   fd_ = sv[0];
+  sandboxed_ = sandbox.wrap;
   setup_timeout_ms_ = timeout_ms;
   std::string frame;
   auto st = frames::read_frame(fd_, frame, timeout_ms);
@@ -164,6 +175,7 @@ std::string runner_supervisor::start(const runner_spec& spec, int timeout_ms) {
       return "runner answered '" + ready.kind + "' to configure";
     }
     where_ = ready.where;
+    where_.sandbox = sandbox.label;
   } catch (const std::exception& e) {
     terminate(500);
     return std::string("malformed answer to configure: ") + e.what();
@@ -252,6 +264,7 @@ runner_supervisor::call_outcome runner_supervisor::evaluate(const eval_job& job,
       }
       out.ok = true;
       out.result = std::move(reply.result);
+      out.result.where.sandbox = where_.sandbox;
       return out;
     } catch (const std::exception& e) {
       out.why = outcome::infra_error;
@@ -344,7 +357,8 @@ std::string runner_supervisor::reap(int timeout_ms) {
     pid_t r = ::waitpid(pid_, &status, WNOHANG);
     if (r == pid_ || (r < 0 && errno == ECHILD)) {
       // The group may still hold children of the kernel: end them too.
-      auto how = r == pid_ ? describe_wait_status(status) : std::string("was already reaped");
+      auto how = r != pid_ ? std::string("was already reaped")
+                 : sandboxed_ ? describe_sandboxed_status(status) : describe_wait_status(status);
       ::kill(-pid_, SIGKILL);
       ::close(fd_);
       fd_ = -1;

@@ -1,8 +1,8 @@
 #pragma once
 
 // One bbrunner child process: started in its own process group with a socketpair as its
-// channel, stdout and stderr to a log file, core dumps off. Blocking: use it from a detached
-// actor or a thread.
+// channel, stdout and stderr to a log file, core dumps off, and unless its sandbox is off, in
+// a sandbox (process/sandbox.hpp). Blocking: use it from a detached actor or a thread.
 
 #include <optional>
 #include <string>
@@ -12,6 +12,7 @@
 
 #include "messages/records.hpp"
 #include "messages/runner_protocol.hpp"
+#include "process/sandbox.hpp"
 
 namespace bb {
 
@@ -31,6 +32,9 @@ struct runner_spec {
   /// Limit of the runner's private writable memory (RLIMIT_DATA), bytes; 0: none. A kernel
   /// that allocates past it gets an allocation error (oom), not the machine's OOM killer.
   uint64_t memory_limit_bytes = 0;
+  /// The runner's sandbox; its mode "off" starts the runner bare. The channel, the log and
+  /// the working folder's job folders reach inside it.
+  sandbox_policy sandbox;
 };
 
 class runner_supervisor {
@@ -88,7 +92,7 @@ public:
     return pid_;
   }
 
-  /// Provenance the runner announced when it was configured.
+  /// Provenance the runner announced when it was configured, with how it is sandboxed.
   const provenance& where() const {
     return where_;
   }
@@ -103,6 +107,8 @@ private:
 
   pid_t pid_ = -1;
   int fd_ = -1;
+  /// The runner runs inside bwrap, which reports its death by signal N as exit 128 + N.
+  bool sandboxed_ = false;
   /// Bound of setup steps (loading a kernel): the start timeout.
   int setup_timeout_ms_ = 60000;
   provenance where_;

@@ -26,7 +26,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(performance_record, op_name, arg
                                                 speedup_ci_high, timing_rounds, reference_cached,
                                                 reference_round_means_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(provenance, node, device, driver, torch_version,
-                                                artefact_hash, slot)
+                                                artefact_hash, slot, sandbox)
 // bb::to_json below names eval_result's `where` "provenance" in the file, as the journal
 // always has.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(eval_result, job_id, attempt, op_name, outcome,

@@ -122,6 +122,31 @@ std::string summary_csv(const std::map<std::string, op_rows>& by_op) {
   return out;
 }
 
+// Says when kernels ran without a sandbox: evaluator.sandbox = "auto" on a node where
+// namespaces could not be made, or "off".
+std::string sandbox_note(const std::vector<eval_result>& results) {
+  size_t bare = 0, off = 0;
+  std::string why;
+  for (auto& r : results) {
+    if (r.where.sandbox.rfind("none: ", 0) == 0) {
+      ++bare;
+      why = r.where.sandbox.substr(6);
+    } else if (r.where.sandbox == "off") {
+      ++off;
+    }
+  }
+  if (bare == 0 && off == 0)
+    return "";
+  std::string out = "\n## Sandbox\n\n";
+  if (bare > 0)
+    out += std::to_string(bare) + " of " + std::to_string(results.size())
+           + " jobs ran without a sandbox (evaluator.sandbox = \"auto\"): " + why + ".\n";
+  if (off > 0)
+    out += std::to_string(off) + " of " + std::to_string(results.size())
+           + " jobs ran with the sandbox off (evaluator.sandbox = \"off\").\n";
+  return out;
+}
+
 std::string overall_summary(const std::string& command, const std::map<std::string, op_rows>& by_op,
                             const scores& s, const std::vector<eval_result>& results) {
   auto p = python_float(s.p);
@@ -166,7 +191,7 @@ std::string overall_summary(const std::string& command, const std::map<std::stri
   });
   for (auto& [op, c, sp] : rows)
     out += "| " + op + " | " + c + " | " + sp + "|\n";
-  out += "\n## Jobs\n\n" + outcome_line(results) + "\n";
+  out += "\n## Jobs\n\n" + outcome_line(results) + "\n" + sandbox_note(results);
   if (s.skipped > 0) {
     out += "\n## Skipped Operators\n\nNo input of these operators could run here; they are "
            "left out of the scores.\n\n| Operator | Reason |\n|----------|--------|\n";

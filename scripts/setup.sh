@@ -25,6 +25,8 @@ debian_packages=(
   catch2 libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   python3-dev python3-venv libcurl4-openssl-dev
   openssh-client
+  # the sandbox of kernels and compilers (evaluator.sandbox); setpriv is util-linux's
+  bubblewrap util-linux
 )
 
 install_debian_packages() {
