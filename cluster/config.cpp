@@ -113,6 +113,8 @@ caf::error load_settings(const std::string& path, settings& out) {
     {"kernel_agent.timeout_s", {bind(s.ka_timeout_s), "a number"}},
     {"kernel_agent.max_retries", {bind(s.ka_max_retries), "an integer"}},
     {"kernel_agent.backoff_s", {bind(s.ka_backoff_s), "a number"}},
+    {"run.grace_s", {bind(s.grace_s), "a number"}},
+    {"progress.interval_s", {bind(s.progress_interval_s), "a number"}},
   };
   toml::table root;
   try {
@@ -216,6 +218,8 @@ caf::error validate(const settings& s) {
       || s.ka_backoff_s < 0)
     return bad("kernel_agent.workers, max_rounds and timeout_s must be positive, max_retries "
                "and backoff_s >= 0");
+  if (s.grace_s < 0 || s.progress_interval_s <= 0)
+    return bad("run.grace_s must be >= 0 and progress.interval_s positive");
   static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   for (auto l : levels)
     if (s.log_level == l)

@@ -66,6 +66,9 @@ struct settings {
   double ka_backoff_s = 10.0;
   // [log]
   std::string log_level = "info";
+  // [run] and [progress]: watching and stopping a long campaign
+  double grace_s = 60.0;               ///< after SIGINT/SIGTERM, running jobs may finish this long
+  double progress_interval_s = 30.0;   ///< a progress line this often when stderr is not a terminal
 };
 
 /// The Python this build of bbcluster was made with (its torch provides libtorch).
