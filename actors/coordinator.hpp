@@ -46,6 +46,8 @@ struct coordinator_state {
   bool started = false;
   /// The reports were asked for: later events change nothing.
   bool finished = false;
+  /// Told to stop: nothing more is dispatched; the reports are partial.
+  bool stopping = false;
   caf::typed_response_promise<sweep_report> promise;
 };
 

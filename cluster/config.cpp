@@ -130,6 +130,8 @@ caf::error load_settings(const std::string& path, settings& out) {
     {"evaluator.sandbox_max_file_mb", {bind(s.sandbox_max_file_mb), "an integer"}},
     {"evaluator.sandbox_max_open_files", {bind(s.sandbox_max_open_files), "an integer"}},
     {"compile.memory_limit_gb", {bind(s.compile_memory_limit_gb), "a number"}},
+    {"run.grace_s", {bind(s.grace_s), "a number"}},
+    {"progress.interval_s", {bind(s.progress_interval_s), "a number"}},
   };
   toml::table root;
   try {
@@ -264,6 +266,8 @@ caf::error validate(const settings& s) {
       || s.sandbox_max_open_files < 16 || s.compile_memory_limit_gb < 0)
     return bad("evaluator.sandbox_tmp_mb, sandbox_max_processes and sandbox_max_file_mb must be "
                ">= 1, sandbox_max_open_files >= 16 and compile.memory_limit_gb >= 0");
+  if (s.grace_s < 0 || s.progress_interval_s <= 0)
+    return bad("run.grace_s must be >= 0 and progress.interval_s positive");
   static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   for (auto l : levels)
     if (s.log_level == l)

@@ -75,6 +75,9 @@ struct settings {
   int64_t sandbox_max_open_files = 4096; ///< RLIMIT_NOFILE
   // [compile]
   double compile_memory_limit_gb = 4.0; ///< RLIMIT_DATA of one compiler process; 0: none
+  // [run] and [progress]: watching and stopping a long campaign
+  double grace_s = 60.0;               ///< after SIGINT/SIGTERM, running jobs may finish this long
+  double progress_interval_s = 30.0;   ///< a progress line this often when stderr is not a terminal
 };
 
 /// The Python this build of bbcluster was made with (its torch provides libtorch).

@@ -28,6 +28,9 @@ struct sweep_report {
   std::string log_dir;
   /// Where the sweep's time went, per slot and phase (results/profile.hpp).
   std::string profile_text;
+  /// The sweep was stopped before every job was terminal: the reports say so, and
+  /// --resume runs the rest.
+  bool partial = false;
 };
 
 template <class Inspector>
@@ -111,7 +114,7 @@ typename Inspector::result_type inspect(Inspector& f, generation_step& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sweep_report& x) {
   return f(caf::meta::type_name("sweep_report"), x.scores_text, x.jobs, x.failed_jobs, x.log_dir,
-           x.profile_text);
+           x.profile_text, x.partial);
 }
 
 } // namespace bb
@@ -142,6 +145,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(bb, caf::first_custom_type_id)
   CAF_ADD_ATOM(bb, bb::atom, requeue, "requeue")
   CAF_ADD_ATOM(bb, bb::atom, revise, "revise")
   CAF_ADD_ATOM(bb, bb::atom, write, "write")
+  CAF_ADD_ATOM(bb, bb::atom, stop, "stop")
+  CAF_ADD_ATOM(bb, bb::atom, halt, "halt")
 CAF_END_TYPE_ID_BLOCK(bb)
 
 namespace bb {
@@ -181,7 +186,9 @@ using reporter_actor = caf::typed_actor<
   // Record an evaluated kernel version of a generative backend: journal line.
   caf::reacts_to<atom::revise, eval_result>,
   // All jobs are terminal: write the reports and answer with the scores.
-  caf::replies_to<atom::finish>::with<sweep_report>>;
+  caf::replies_to<atom::finish>::with<sweep_report>,
+  // The sweep was stopped: write the reports marked partial and answer with the scores so far.
+  caf::replies_to<atom::stop>::with<sweep_report>>;
 
 /// A REMOTE SLOT actor: one slot of a bbnode, an evaluator to the coordinator.
 using remote_slot_actor = evaluator_actor::extend<
@@ -195,6 +202,12 @@ using coordinator_actor = caf::typed_actor<
   // Run the sweep; answers when every job is terminal and the reports are written.
   caf::replies_to<atom::run>::with<sweep_report>,
   // New evaluators (a node that joined or came back) take jobs from now on.
-  caf::reacts_to<atom::join, std::vector<evaluator_actor>>>;
+  caf::reacts_to<atom::join, std::vector<evaluator_actor>>,
+  // Stop dispatching: running jobs finish, queued ones are left for --resume; `run` answers
+  // with partial reports once no job runs.
+  caf::reacts_to<atom::stop>,
+  // Stop at once: `run` answers with partial reports now; running jobs are abandoned (their
+  // results are ignored, --resume runs them again).
+  caf::reacts_to<atom::halt>>;
 
 } // namespace bb

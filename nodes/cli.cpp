@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
+#include "artefacts/compiler.hpp"
 #include "generate/generation.hpp"
 #include "results/resume.hpp"
 #include "process/runner_supervisor.hpp"
@@ -72,11 +75,15 @@ void add_flags(CLI::App& app, flags& f) {
   app.add_flag("--smallest-inputs", f.smallest_inputs,
                "keep the N smallest inputs per operator instead of the largest (a quick check of "
                "every operator on a small machine)");
+  app.add_flag("--quiet", f.quiet, "no progress block or progress lines (log lines stay)");
+  app.add_flag("--resume-anyway", f.resume_anyway,
+               "with --resume: go on although the torch version, device, timer settings or "
+               "kernel files changed since the sweep started");
 }
 
 std::string expand_resume(std::vector<std::string>& args) {
   std::string run_dir;
-  std::vector<std::string> log_level, others;
+  std::vector<std::string> log_level, others, passed_on;
   bool resume = false;
   for (size_t i = 0; i < args.size(); ++i) {
     auto& a = args[i];
@@ -92,6 +99,8 @@ std::string expand_resume(std::vector<std::string>& args) {
       run_dir = *v;
     } else if (auto l = value("--log-level")) {
       log_level = {"--log-level", *l};
+    } else if (a == "--quiet" || a == "--resume-anyway") {
+      passed_on.push_back(a);
     } else {
       others.push_back(a);
     }
@@ -100,7 +109,7 @@ std::string expand_resume(std::vector<std::string>& args) {
     return "";
   if (!others.empty())
     return "--resume RUN_DIR takes the sweep's flags from RUN_DIR/sweep.json; give no others "
-           "(--log-level aside), not " + others.front();
+           "(--log-level, --quiet and --resume-anyway aside), not " + others.front();
   std::error_code ec;
   auto dir = std::filesystem::absolute(run_dir, ec).lexically_normal().string();
   sweep_record record;
@@ -111,6 +120,7 @@ std::string expand_resume(std::vector<std::string>& args) {
   // Relative paths of the recorded flags are relative to where the sweep was started.
   if (!record.cwd.empty() && ::chdir(record.cwd.c_str()) != 0)
     return "cannot resume: the sweep was started in " + record.cwd + ", which is gone";
+  log_level.insert(log_level.end(), passed_on.begin(), passed_on.end());
   args = resume_args(record, dir, log_level);
   return "";
 }
@@ -291,6 +301,72 @@ std::string timestamped_dir() {
   char buf[64];
   std::strftime(buf, sizeof(buf), "backendbench_output_%Y%m%d_%H%M%S", std::localtime(&t));
   return buf;
+}
+
+namespace {
+
+// The models of this machine's NVIDIA GPUs ("NVIDIA H200, NVIDIA H200"), "" without any.
+std::string gpu_models() {
+  std::vector<std::string> models;
+  std::error_code ec;
+  for (auto& gpu : std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+    std::ifstream info(gpu.path() / "information");
+    for (std::string line; std::getline(info, line);)
+      if (line.rfind("Model:", 0) == 0)
+        models.push_back(line.substr(line.find_first_not_of(" \t", 6)));
+  }
+  std::sort(models.begin(), models.end());
+  std::string out;
+  for (auto& m : models)
+    out += (out.empty() ? "" : ", ") + m;
+  return out;
+}
+
+std::string number(double x) {
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
+
+} // namespace
+
+std::map<std::string, std::string> sweep_conditions(const settings& s,
+                                                    const std::vector<directory_kernel>& kernels) {
+  std::map<std::string, std::string> out;
+  out["torch version"] = default_toolchain().torch_version;
+  auto gpus = gpu_models();
+  bool cuda = s.device == "cuda" || (s.device == "auto" && count_gpus() > 0);
+  out["device"] = cuda ? "cuda (" + (gpus.empty() ? std::string("unknown GPU") : gpus) + ")" : "cpu";
+  out["timing.cpu_warmup"] = std::to_string(s.cpu_warmup);
+  out["timing.cpu_runs"] = std::to_string(s.cpu_runs);
+  out["timing.cpu_max_seconds"] = number(s.cpu_max_seconds);
+  out["timing.gpu_warmup_ms"] = number(s.gpu_warmup_ms);
+  out["timing.gpu_rep_ms"] = number(s.gpu_rep_ms);
+  for (auto& k : kernels)
+    out["kernel " + k.kernel.path] = k.kernel.hash;
+  return out;
+}
+
+std::string check_resumed_conditions(const std::string& run_dir,
+                                     const std::map<std::string, std::string>& now, bool anyway) {
+  sweep_record record;
+  if (auto err = read_sweep_record(run_dir, record); !err.empty())
+    return err;
+  if (record.conditions.empty())
+    return ""; // recorded before conditions were kept
+  auto changed = changed_conditions(record.conditions, now);
+  if (changed.empty())
+    return "";
+  std::string list;
+  for (auto& c : changed)
+    list += "\n  " + c;
+  if (anyway) {
+    spdlog::warn("bbcluster: resuming although what the results depend on changed "
+                 "(--resume-anyway):{}", list);
+    return "";
+  }
+  return "cannot resume " + run_dir + ": what its results depend on changed since it started "
+         "(give --resume-anyway to go on regardless):" + list;
 }
 
 } // namespace bb::cli

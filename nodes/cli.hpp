@@ -38,13 +38,16 @@ struct flags {
   std::string timer;
   bool no_reference_cache = false;
   bool smallest_inputs = false;
+  // Watching and stopping a long campaign.
+  bool quiet = false;
+  bool resume_anyway = false;
 };
 
 void add_flags(CLI::App& app, flags& f);
 
 /// --resume RUN_DIR: replaces `args` (without the program name) by the recorded sweep's
-/// arguments, run again in its folder with its run directory; only --log-level may come
-/// with --resume. "" (also when there is no --resume) or why not.
+/// arguments, run again in its folder with its run directory; only --log-level, --quiet and
+/// --resume-anyway may come with --resume. "" (also when there is no --resume) or why not.
 std::string expand_resume(std::vector<std::string>& args);
 
 /// What a resumed sweep takes up from its journal.
@@ -111,5 +114,16 @@ struct generative_backend {
 };
 
 generative_backend spawn_generative(caf::actor_system& sys, const generative_plan& plan);
+
+/// What this sweep's results depend on beyond its flags, as kept in sweep.json: the torch
+/// version, the device (GPU models, or cpu), the timer settings and each directory kernel's
+/// SHA-256.
+std::map<std::string, std::string> sweep_conditions(const settings& s,
+                                                    const std::vector<directory_kernel>& kernels);
+
+/// A resumed sweep's conditions against those it was started under: "" when they match or
+/// `anyway` (the differences are then logged), else the refusal naming each difference.
+std::string check_resumed_conditions(const std::string& run_dir,
+                                     const std::map<std::string, std::string>& now, bool anyway);
 
 } // namespace bb::cli
