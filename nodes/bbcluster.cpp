@@ -69,13 +69,18 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("bbcluster"));
   spdlog::set_level(spdlog::level::from_str(s.log_level));
 
-  auto plan = bb::make_plan({f.suite, f.data, bb::ops::split_tokens(f.ops), static_cast<size_t>(f.topn)});
+  auto plan = bb::make_plan({f.suite, f.data, bb::ops::split_tokens(f.ops), static_cast<size_t>(f.topn),
+                            f.overhead_dominated});
   if (!plan.fatal.empty()) {
     std::cerr << "bbcluster: " << plan.fatal << "\n";
     return 2;
   }
   bb::cli::report_plan(plan);
   std::vector<bb::directory_kernel> kernels;
+  if (auto err = bb::cli::attach_flag_gems(f, s, plan); !err.empty()) {
+    std::cerr << "bbcluster: " << err << "\n";
+    return 2;
+  }
   if (f.backend == "directory")
     if (auto err = bb::cli::attach_directory(f.ops_directory, s, plan, kernels); !err.empty()) {
       std::cerr << "bbcluster: " << err << "\n";
@@ -91,7 +96,7 @@ int main(int argc, char** argv) {
       std::cerr << "bbcluster: cannot resolve operators: " << err << "\n";
       return 1;
     }
-    std::cout << bb::format_op_list(plan.work, *schemas) << std::flush;
+    std::cout << bb::format_op_list(plan.work, *schemas) << bb::format_exclusions(plan) << std::flush;
     return 0;
   }
   bool generative_run = f.backend == "llm" || f.backend == "kernel_agent";

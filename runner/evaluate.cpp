@@ -16,6 +16,7 @@
 #include "runner/inputs.hpp"
 #include "runner/kernel.hpp"
 #include "runner/native_kernel.hpp"
+#include "runner/opinfo.hpp"
 #include "runner/python_kernel.hpp"
 #include "runner/timing.hpp"
 
@@ -86,6 +87,13 @@ void raise_flag(const op_context& ctx, const std::string& flag) {
 }
 
 std::optional<built_call> build(const op_context& ctx, const std::string& text, call_error& err) {
+  if (is_opinfo_sample(text)) {
+    std::optional<built_call> sample;
+    if (auto failure = guarded([&] { sample = build_opinfo_sample(text, ctx.op.schema(), ctx.device); }))
+      err = {failure->type == "cuda_error" ? failure->type : "reference_error", failure->message,
+             failure->traceback};
+    return sample;
+  }
   auto parsed = args::parse_call(text);
   if (auto* e = std::get_if<args::parse_error>(&parsed)) {
     err = {"bad_input", "cannot parse input: " + args::to_string(*e), ""};
