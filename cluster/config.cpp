@@ -247,8 +247,9 @@ caf::error validate(const settings& s) {
     return bad("generate.attempts (--llm-attempts) and generate.authors must be >= 1");
   if (s.llm_provider != "openai" && s.llm_provider != "anthropic")
     return bad("llm.provider must be openai or anthropic, not '" + s.llm_provider + "'");
-  if (s.llm_dsl != "triton" && s.llm_dsl != "pytorch" && s.llm_dsl != "cuda")
-    return bad("llm.dsl must be triton, pytorch or cuda, not '" + s.llm_dsl + "'");
+  if (s.llm_dsl != "triton" && s.llm_dsl != "pytorch" && s.llm_dsl != "cuda"
+      && s.llm_dsl != "cutedsl" && s.llm_dsl != "helion")
+    return bad("llm.dsl must be triton, pytorch, cuda, cutedsl or helion, not '" + s.llm_dsl + "'");
   if (s.llm_timeout_s <= 0 || s.llm_max_retries < 0 || s.llm_backoff_s < 0 || s.llm_max_tokens < 1)
     return bad("llm.timeout_s and llm.max_tokens must be positive, llm.max_retries and "
                "llm.backoff_s >= 0");

@@ -17,6 +17,10 @@ bool parse_dsl(const std::string& text, kernel_dsl& out) {
     out = kernel_dsl::pytorch;
   else if (text == "cuda")
     out = kernel_dsl::cuda;
+  else if (text == "cutedsl")
+    out = kernel_dsl::cutedsl;
+  else if (text == "helion")
+    out = kernel_dsl::helion;
   else
     return false;
   return true;
@@ -27,8 +31,21 @@ const char* to_string(kernel_dsl dsl) {
     case kernel_dsl::triton: return "triton";
     case kernel_dsl::pytorch: return "pytorch";
     case kernel_dsl::cuda: return "cuda";
+    case kernel_dsl::cutedsl: return "cutedsl";
+    case kernel_dsl::helion: return "helion";
   }
   return "triton";
+}
+
+const char* dsl_title(kernel_dsl dsl) {
+  switch (dsl) {
+    case kernel_dsl::triton: return "Triton";
+    case kernel_dsl::pytorch: return "PyTorch";
+    case kernel_dsl::cuda: return "CUDA";
+    case kernel_dsl::cutedsl: return "CuTe DSL";
+    case kernel_dsl::helion: return "Helion";
+  }
+  return "Triton";
 }
 
 const char* kernel_kind(kernel_dsl dsl) {
@@ -93,6 +110,31 @@ const char* abi_text(kernel_dsl dsl) {
              "at::Tensor (or a std::tuple of them), launch your __global__ kernels on "
              "c10::cuda::getCurrentCUDAStream() (include <c10/cuda/CUDAStream.h>), and end the "
              "file with `BBCLUSTER_EXPORT_KERNEL(ENTRY)`. No TORCH_LIBRARY blocks, no main().";
+    case kernel_dsl::cutedsl:
+      return "Write a Python module that implements the operator with NVIDIA's CuTe DSL (the "
+             "nvidia-cutlass-dsl package: `import cutlass`, `import cutlass.cute as cute`, "
+             "`from cutlass.cute.runtime import from_dlpack`). Define the device kernel as "
+             "FOLDER_cutedsl_kernel with `@cute.kernel` and its launcher as FOLDER_kernel_launch "
+             "with `@cute.jit`; compile the launcher with `cute.compile` once per shape and dtype "
+             "(keep the compiled launcher in a module-level dict) and call it on tensors wrapped "
+             "with `from_dlpack`. The entry point is a Python function named ENTRY that takes the "
+             "operator's arguments, positional and keyword, exactly as the aten operator does, "
+             "allocates the outputs with torch, launches the compiled kernel, and returns what "
+             "the aten operator returns: same shapes, dtypes and device. Inputs are CUDA tensors; "
+             "handle non-contiguous inputs. Do not fall back to PyTorch and do not wrap the "
+             "launch in try/except.";
+    case kernel_dsl::helion:
+      return "Write a Python module that implements the operator with Helion (`import helion`, "
+             "`import helion.language as hl`). Define the kernel as FOLDER_helion_kernel with "
+             "`@helion.kernel()` (give it `config=helion.Config(...)` or a small `configs=[...]` "
+             "list so it does not autotune at length on its first call); inside, iterate with "
+             "`for tile in hl.tile(...)` and write PyTorch-style tensor code on the tiles (tiles "
+             "are opaque: no arithmetic on them). Call it as a Python function, `out = "
+             "FOLDER_helion_kernel(x, y)`, never with Triton's `kernel[grid](...)`. The entry "
+             "point is a Python function named ENTRY that takes the operator's arguments, "
+             "positional and keyword, exactly as the aten operator does, calls the Helion kernel "
+             "and returns what the aten operator returns: same shapes, dtypes and device. Inputs "
+             "are CUDA tensors. Do not fall back to PyTorch.";
   }
   return "";
 }
@@ -109,11 +151,11 @@ std::string kernel_prompt(const op_brief& op, kernel_dsl dsl, const std::string&
   auto entry = op.folder + "_kernel_impl";
   std::ostringstream out;
   out << "Implement the PyTorch aten operator " << short_name(op.op_name) << " as a fast "
-      << (dsl == kernel_dsl::cuda ? "CUDA" : dsl == kernel_dsl::triton ? "Triton" : "PyTorch")
-      << " kernel.\n\n"
+      << dsl_title(dsl) << " kernel.\n\n"
       << "Operator: " << op.op_name << "\n"
       << "Schema: " << (op.schema.empty() ? "(unknown)" : op.schema) << "\n\n"
-      << replace_all(abi_text(dsl), "ENTRY", "`" + entry + "`") << "\n\n";
+      << replace_all(replace_all(abi_text(dsl), "ENTRY", "`" + entry + "`"), "FOLDER", op.folder)
+      << "\n\n";
   if (!op.examples.empty())
     out << "It is tested on inputs like these (args, kwargs); T(shape, dtype[, stride]) is a "
            "tensor, f32 float32, f16 float16, bf16 bfloat16, i64 int64, b8 bool:\n"

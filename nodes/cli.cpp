@@ -20,16 +20,17 @@
 namespace bb::cli {
 
 void add_flags(CLI::App& app, flags& f) {
-  app.add_option("--suite", f.suite, "suite to run")->check(CLI::IsMember({"smoke", "torchbench"}));
+  app.add_option("--suite", f.suite, "suite to run (facto is refused, with the reason)")
+    ->check(CLI::IsMember({"smoke", "torchbench", "opinfo", "facto"}));
   app.add_option("--backend", f.backend, "where kernels come from")
-    ->check(CLI::IsMember({"aten", "directory", "llm", "kernel_agent"}));
+    ->check(CLI::IsMember({"aten", "directory", "llm", "llm-relay", "kernel_agent", "flag_gems"}));
   app.add_option("--ops", f.ops, "comma-separated operators (full name, without aten., or base name)");
   app.add_option("--topn-inputs,--topn", f.topn, "keep the N largest inputs per operator")
     ->check(CLI::NonNegativeNumber);
-  app.add_option("--llm-attempts", f.llm_attempts,
+  app.add_option("--llm-attempts,--llm-max-attempts", f.llm_attempts,
                  "kernel versions per operator, each after feedback on the last (llm, kernel_agent)")
     ->check(CLI::PositiveNumber);
-  app.add_option("--llm-model", f.llm_model, "model name (llm, kernel_agent)");
+  app.add_option("--llm-model,--llm-relay-model", f.llm_model, "model name (llm, llm-relay, kernel_agent)");
   app.add_option("--llm-provider", f.llm_provider,
                  "openai (chat completions: OpenAI, vLLM, Ollama, llama.cpp, relays) or anthropic; "
                  "kernel_agent: also relay (KernelAgent's relay), default the model's own")
@@ -37,8 +38,8 @@ void add_flags(CLI::App& app, flags& f) {
   app.add_option("--llm-base-url", f.llm_base_url,
                  "the model server's base URL, e.g. http://127.0.0.1:8000/v1 (default: "
                  "$OPENAI_BASE_URL or the provider's API)");
-  app.add_option("--llm-dsl", f.llm_dsl, "kernel language asked of the model")
-    ->check(CLI::IsMember({"triton", "pytorch", "cuda"}));
+  app.add_option("--dsl,--llm-dsl", f.llm_dsl, "kernel language asked of the model (default triton)")
+    ->check(CLI::IsMember({"triton", "pytorch", "cuda", "cutedsl", "helion"}));
   app.add_option("--kernel-agent-workers", f.ka_workers, "KernelAgent workers")
     ->check(CLI::PositiveNumber);
   app.add_option("--kernel-agent-max-rounds", f.ka_max_rounds, "KernelAgent rounds per worker")
@@ -46,13 +47,14 @@ void add_flags(CLI::App& app, flags& f) {
   app.add_option("--kernel-agent-python", f.ka_python,
                  "the Python that has KernelAgent (triton_kernel_agent)");
   app.add_option("--ops-directory", f.ops_directory, "kernel folder (directory backend)");
-  app.add_option("--log-dir", f.log_dir, "run folder (default backendbench_output_<timestamp>)");
+  app.add_option("--log-dir,--output-dir", f.log_dir, "run folder (default backendbench_output_<timestamp>)");
   app.add_flag("--disable-output-logs", f.disable_output_logs, "write no report files");
   app.add_option("--p", f.p, "perf@p threshold")->check(CLI::PositiveNumber);
   app.add_option("--log-level", f.log_level, "DEBUG, INFO, WARNING or ERROR")
     ->transform(CLI::IsMember({"debug", "info", "warning", "error", "trace", "critical", "off"},
                               CLI::ignore_case));
-  app.add_option("--data", f.data, "torchbench inputs: trace file, folder of traces, or .jsonl");
+  app.add_option("--data,--alternative-torchbench-data-path,--torchbench-data-path", f.data,
+                 "torchbench inputs: trace file, folder of traces, .jsonl, or BackendBench's .parquet");
   app.add_option("--nodes", f.nodes, "hosts.txt (DeepSpeed hostfile format)");
   app.add_option("--launcher", f.launcher,
                  "how nodes start: none (already running), local (on this machine), ssh, or slurm "
@@ -79,6 +81,7 @@ void add_flags(CLI::App& app, flags& f) {
   app.add_flag("--resume-anyway", f.resume_anyway,
                "with --resume: go on although the torch version, device, timer settings or "
                "kernel files changed since the sweep started");
+  add_backendbench_flags(app, f);
 }
 
 std::string expand_resume(std::vector<std::string>& args) {
@@ -178,10 +181,12 @@ void drop_resumed_ops(const resumed_sweep& r, sweep_plan& plan) {
             ops.end());
 }
 
-std::string merge_settings(const CLI::App& app, const flags& f, settings& s) {
+std::string merge_settings(const CLI::App& app, flags& f, settings& s) {
   if (!f.config.empty())
     if (auto err = load_settings(f.config, s))
       return describe(err);
+  if (auto err = apply_backendbench_flags(app, f, s); !err.empty())
+    return err;
   if (!f.log_dir.empty())
     s.log_dir = f.log_dir;
   if (app.count("--p"))
@@ -223,8 +228,8 @@ void report_plan(const sweep_plan& plan) {
   for (auto& w : plan.warnings)
     spdlog::warn("bbcluster: {}", w);
   if (!plan.skipped_ops.empty()) {
-    spdlog::info("bbcluster: {} operators skipped as BackendBench's torchbench suite skips them",
-                 plan.skipped_ops.size());
+    spdlog::info("bbcluster: {} operators skipped as BackendBench's {} suite skips them",
+                 plan.skipped_ops.size(), plan.work.name);
     for (auto& s : plan.skipped_ops)
       spdlog::debug("bbcluster: skipped {}", s);
   }
@@ -234,6 +239,9 @@ void report_plan(const sweep_plan& plan) {
                  plan.excluded_rows ? ", " + std::to_string(plan.excluded_rows)
                                         + " rows not included_in_benchmark"
                                     : std::string());
+  if (plan.not_overhead_rows > 0)
+    spdlog::info("bbcluster: --check-overhead-dominated-ops left out {} rows not marked "
+                 "is_overhead_dominated_op", plan.not_overhead_rows);
 }
 
 std::optional<std::vector<std::string>> resolve_ops(const std::vector<std::string>& names,

@@ -74,21 +74,24 @@ void kill_runners() {
 
 } // namespace
 
-int prepare_sweep(const CLI::App& app, const cli::flags& f, const std::vector<std::string>& args,
+int prepare_sweep(const CLI::App& app, const cli::flags& given, const std::vector<std::string>& args,
                   const std::vector<char*>& words, sweep_setup& out) {
   auto fail = [](const std::string& why) {
     std::cerr << "bbcluster: " << why << "\n";
     return 2;
   };
-  out.f = f;
+  out.f = given;
+  auto& f = out.f; // BackendBench's flags map onto ours here
   if (auto err = cli::merge_settings(app, f, out.s); !err.empty())
     return fail(err);
   spdlog::set_level(spdlog::level::from_str(out.s.log_level));
   out.plan = make_plan({f.suite, f.data, ops::split_tokens(f.ops), static_cast<size_t>(f.topn),
-                        f.smallest_inputs});
+                        f.smallest_inputs, f.overhead_dominated});
   if (!out.plan.fatal.empty())
     return fail(out.plan.fatal);
   cli::report_plan(out.plan);
+  if (auto err = cli::attach_flag_gems(f, out.s, out.plan); !err.empty())
+    return fail(err);
   if (f.backend == "directory")
     if (auto err = cli::attach_directory(f.ops_directory, out.s, out.plan, out.kernels); !err.empty())
       return fail(err);
@@ -102,7 +105,7 @@ int prepare_sweep(const CLI::App& app, const cli::flags& f, const std::vector<st
       std::cerr << "bbcluster: cannot resolve operators: " << err << "\n";
       return 1;
     }
-    std::cout << format_op_list(out.plan.work, *schemas) << std::flush;
+    std::cout << format_op_list(out.plan.work, *schemas) << format_exclusions(out.plan) << std::flush;
     return 0;
   }
   out.generative = f.backend == "llm" || f.backend == "kernel_agent";

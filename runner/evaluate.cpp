@@ -15,6 +15,7 @@
 #include "runner/inputs.hpp"
 #include "runner/kernel.hpp"
 #include "runner/native_kernel.hpp"
+#include "runner/opinfo.hpp"
 #include "runner/python_kernel.hpp"
 #include "runner/timing.hpp"
 #include "suite/args.hpp"
@@ -158,6 +159,17 @@ input_state& input(op_context& ctx, const std::string& text, const std::string& 
   if (st.call || !st.build_error.type.empty())
     return st;
   tell(ctx, label + ": building inputs", "", kind, index);
+  if (is_opinfo_sample(text)) {
+    // An OpInfo sample: rebuilt in the embedded Python from its description and seed.
+    if (auto failure = ctx.phases.time("build_inputs", [&] {
+          return guarded([&] { st.call = build_opinfo_sample(text, ctx.op.schema(), ctx.device); });
+        })) {
+      st.build_error = *failure;
+      if (st.build_error.type != "cuda_error")
+        st.build_error.type = "reference_error";
+    }
+    return st;
+  }
   auto parsed = args::parse_call(text);
   if (auto* e = std::get_if<args::parse_error>(&parsed)) {
     st.build_error = {"bad_input", "cannot parse input: " + args::to_string(*e), ""};

@@ -77,6 +77,14 @@ python_with_torch() {
 install_debian_packages
 python=$(python_with_torch)
 log "python: $python ($("$python" -c 'import torch; print("torch", torch.__version__)'))"
+# pyarrow reads BackendBench's .parquet for --data (converted once into a .jsonl cache);
+# expecttest lets torch's OpInfo database (the opinfo suite) import.
+for module in pyarrow expecttest; do
+  if ! "$python" -c "import $module" 2>/dev/null; then
+    log "installing $module into $python"
+    "$python" -m pip install -q "$module" >&2 || log "$module not installed: see README (BackendBench's other flags)"
+  fi
+done
 
 if [ "${1:-}" != "--no-build" ]; then
   step_started=$(date +%s)
