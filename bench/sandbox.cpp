@@ -15,6 +15,7 @@
 
 #include <unistd.h>
 
+#include "artefacts/compiler.hpp"
 #include "cluster/config.hpp"
 #include "nodes/local_node.hpp"
 #include "process/runner_supervisor.hpp"

@@ -345,11 +345,19 @@ std::map<std::string, std::string> sweep_conditions(const settings& s,
   auto gpus = gpu_models();
   bool cuda = s.device == "cuda" || (s.device == "auto" && count_gpus() > 0);
   out["device"] = cuda ? "cuda (" + (gpus.empty() ? std::string("unknown GPU") : gpus) + ")" : "cpu";
-  out["timing.cpu_warmup"] = std::to_string(s.cpu_warmup);
-  out["timing.cpu_runs"] = std::to_string(s.cpu_runs);
-  out["timing.cpu_max_seconds"] = number(s.cpu_max_seconds);
-  out["timing.gpu_warmup_ms"] = number(s.gpu_warmup_ms);
-  out["timing.gpu_rep_ms"] = number(s.gpu_rep_ms);
+  const auto& t = s.timing;
+  out["timing.timer"] = t.timer;
+  out["timing.cpu_warmup"] = std::to_string(t.cpu_warmup);
+  out["timing.cpu_runs"] = std::to_string(t.cpu_runs);
+  out["timing.cpu_max_seconds"] = number(t.cpu_max_seconds);
+  out["timing.gpu_warmup_ms"] = number(t.gpu_warmup_ms);
+  out["timing.gpu_rep_ms"] = number(t.gpu_rep_ms);
+  out["timing.rounds"] = std::to_string(t.rounds);
+  out["timing.systematic_rel_sd"] = number(t.systematic_rel_sd);
+  if (t.timer == "adaptive") {
+    out["timing.adaptive_min_calls"] = std::to_string(t.adaptive_min_calls);
+    out["timing.adaptive_rel_sem"] = number(t.adaptive_rel_sem);
+  }
   for (auto& k : kernels)
     out["kernel " + k.kernel.path] = k.kernel.hash;
   return out;

@@ -274,11 +274,15 @@ void check(op_context& ctx, input_state& st, const std::string& label, const std
                               "the reference does not agree with itself on this input: " + self_check.message, ""};
 }
 
+template <class T, class P>
+const T* find_in(const std::vector<T>& xs, P pred) {
+  auto it = std::find_if(xs.begin(), xs.end(), pred);
+  return it == xs.end() ? nullptr : &*it;
+}
+
 const input_failure* left_out(const eval_job& job, const std::string& kind, size_t index) {
-  for (auto& f : job.reference_failures)
-    if (f.kind == kind && f.index == index)
-      return &f;
-  return nullptr;
+  return find_in(job.reference_failures,
+                 [&](const input_failure& f) { return f.kind == kind && f.index == index; });
 }
 
 correctness_record check_input(op_context& ctx, const std::string& text, size_t i, size_t n) {
@@ -315,10 +319,7 @@ correctness_record check_input(op_context& ctx, const std::string& text, size_t 
 }
 
 const cached_reference* cached_for(const eval_job& job, size_t index) {
-  for (auto& c : job.cached_references)
-    if (c.index == index)
-      return &c;
-  return nullptr;
+  return find_in(job.cached_references, [&](const cached_reference& c) { return c.index == index; });
 }
 
 performance_record time_input(op_context& ctx, const std::string& text, size_t i, size_t n) {

@@ -60,6 +60,18 @@ void finish_side(side_timing& s, const std::vector<std::vector<double>>& per_rou
   s.mean_ms = n > 0 ? total / static_cast<double>(n) : 0.0;
 }
 
+// Both sides' timings from their calls per round; a cached reference as it is.
+paired_timing paired_from_rounds(const side_timing* cached, const std::vector<std::vector<double>>& ref_rounds,
+                                 const std::vector<std::vector<double>>& kernel_rounds) {
+  paired_timing out;
+  if (cached)
+    out.reference = *cached;
+  else
+    finish_side(out.reference, ref_rounds);
+  finish_side(out.kernel, kernel_rounds);
+  return out;
+}
+
 // --- CPU: BackendBench's cpu_bench, in rounds ---------------------------------------------
 
 // Warm-up calls as cpu_bench makes them (stopping after a quarter of the budget), and the
@@ -117,13 +129,7 @@ paired_timing cpu_pair(const timed_fn& reference, const timed_fn& kernel,
       }
     }
   }
-  paired_timing out;
-  if (cached)
-    out.reference = *cached;
-  else
-    finish_side(out.reference, ref_rounds);
-  finish_side(out.kernel, kernel_rounds);
-  return out;
+  return paired_from_rounds(cached, ref_rounds, kernel_rounds);
 }
 
 #ifdef BB_WITH_CUDA
@@ -208,13 +214,7 @@ paired_timing cuda_do_bench_pair(const timed_fn& reference, const timed_fn& kern
     ref_rounds.push_back(ref_q[static_cast<size_t>(r)].read());
     ker_rounds.push_back(ker_q[static_cast<size_t>(r)].read());
   }
-  paired_timing out;
-  if (cached)
-    out.reference = *cached;
-  else
-    finish_side(out.reference, ref_rounds);
-  finish_side(out.kernel, ker_rounds);
-  return out;
+  return paired_from_rounds(cached, ref_rounds, ker_rounds);
 }
 
 // --- CUDA: the adaptive timer ----------------------------------------------------------------
@@ -275,13 +275,7 @@ paired_timing cuda_adaptive_pair(const timed_fn& reference, const timed_fn& kern
       sides[i].done = converged(sides[i]);
     }
   }
-  paired_timing out;
-  if (cached)
-    out.reference = *cached;
-  else
-    finish_side(out.reference, sides[0].rounds);
-  finish_side(out.kernel, sides[1].rounds);
-  return out;
+  return paired_from_rounds(cached, sides[0].rounds, sides[1].rounds);
 }
 
 #endif
