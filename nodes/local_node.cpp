@@ -72,6 +72,10 @@ local_node spawn_local_node(caf::actor_system& sys, const settings& s, const std
   ecfg.call_timeout_s = s.call_timeout_s;
   ecfg.start_timeout_s = s.start_timeout_s;
   ecfg.options = runner_options_of(s);
+  // A CPU's timings move with the machine's load: its reference times are kept only in a
+  // cache folder named on purpose (timing.reference_cache_dir).
+  if (!cuda && s.timing.reference_cache_dir.empty())
+    ecfg.options.reference_cache_dir.clear();
   // CPU slots share the node's cores.
   if (!cuda && ecfg.options.cpu_threads == 0)
     ecfg.options.cpu_threads = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency() / slots));

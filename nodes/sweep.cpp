@@ -151,10 +151,20 @@ sweep::~sweep() {
 std::string sweep::start() {
   catch_stop_signals();
   start_console();
-  caf::actor_system_config cfg;
-  cfg.add_message_types<caf::id_block::bb>();
-  sys_ = std::make_unique<caf::actor_system>(cfg);
+  // The system keeps a reference to its configuration: both live as long as the sweep.
+  sys_cfg_ = std::make_unique<caf::actor_system_config>();
+  sys_cfg_->add_message_types<caf::id_block::bb>();
+  sys_ = std::make_unique<caf::actor_system>(*sys_cfg_);
   stops_.push_back([this] {
+    // Every handle goes before the system: an actor still referenced when the system is
+    // destroyed would finish its thread on a system that is gone.
+    coordinator_ = nullptr;
+    generator_ = nullptr;
+    reporter_ = nullptr;
+    generative_ = {};
+    evaluators_.clear();
+    local_ = {};
+    nodes_.slots.clear();
     sys_.reset(); // waits for every actor: no runner writes its log any more
     if (setup_.run_dir.empty()) {
       std::error_code ec;

@@ -268,6 +268,8 @@ struct held_job {
   caf::typed_response_promise<eval_result> promise;
   eval_job job;
   int taken = 0;
+  bool release = false;
+  eval_result answer;
 };
 
 evaluator_actor::behavior_type holding_evaluator(evaluator_actor::pointer self, std::shared_ptr<held_job> held) {
@@ -278,7 +280,15 @@ evaluator_actor::behavior_type holding_evaluator(evaluator_actor::pointer self, 
       held->promise = self->make_response_promise<eval_result>();
       return held->promise;
     },
-    [](atom::ping) { return atom::pong_v; },
+    // The test answers the held job through a ping, so that the promise is delivered in the
+    // actor's own context.
+    [held](atom::ping) {
+      if (held->release) {
+        held->release = false;
+        held->promise.deliver(held->answer);
+      }
+      return atom::pong_v;
+    },
   };
 }
 
@@ -313,7 +323,9 @@ TEST_CASE_METHOD(fixture, "told to stop, the coordinator lets the running job fi
   self->receive([&](sweep_report&) { answered = true; }, caf::after(std::chrono::seconds(0)) >> [] {});
   CHECK_FALSE(answered);
   CHECK_FALSE(t->stopped);
-  held->promise.deliver(passing(held->job));
+  held->answer = passing(held->job);
+  held->release = true;
+  caf::anon_send(e, atom::ping_v);
   sched->run();
   sweep_report out;
   self->receive([&](sweep_report& r) { out = r, answered = true; },
@@ -348,7 +360,9 @@ TEST_CASE_METHOD(fixture, "told to halt, the coordinator answers at once and ign
   CHECK(out.partial);
   CHECK(t->reported.empty());
   // The abandoned job's late result changes nothing: --resume runs it again.
-  held->promise.deliver(passing(held->job));
+  held->answer = passing(held->job);
+  held->release = true;
+  caf::anon_send(e, atom::ping_v);
   sched->run();
   CHECK(t->reported.empty());
   CHECK(held->taken == 1);
