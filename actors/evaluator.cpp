@@ -39,10 +39,9 @@ std::filesystem::path scratch_root(const evaluator_config& cfg) {
 runner_spec spec_of(const evaluator_config& cfg) {
   runner_spec spec;
   spec.program = cfg.runner;
-  spec.args = {"--device", cfg.device, "--node", cfg.node, "--cpu-warmup",
-               std::to_string(cfg.cpu_warmup), "--cpu-runs", std::to_string(cfg.cpu_runs),
-               "--cpu-max-seconds", std::to_string(cfg.cpu_max_seconds), "--gpu-warmup-ms",
-               std::to_string(cfg.gpu_warmup_ms), "--gpu-rep-ms", std::to_string(cfg.gpu_rep_ms)};
+  spec.options = cfg.options;
+  spec.options.device = cfg.device;
+  spec.options.node = cfg.node;
   spec.log_path = cfg.log_dir + "/runner_" + cfg.node + "_slot" + std::to_string(cfg.slot) + ".log";
   // Each runner sees only its own GPU, as device 0.
   if (cfg.device == "cuda")
@@ -95,6 +94,36 @@ std::string scratch_for(const evaluator_config& cfg, const eval_job& job) {
 
 } // namespace
 
+namespace {
+
+// Runs `job` on the slot's runner until it ends: an input whose reference runs past the call
+// timeout is left out (reference_error) and the job runs again on a fresh runner without it.
+runner_supervisor::call_outcome run_on_runner(evaluator_state& st, eval_job& job, const std::string& tag) {
+  auto scratch = scratch_for(st.cfg, job);
+  runner_supervisor::call_outcome call;
+  for (size_t tries = 0;; ++tries) {
+    call = st.runner.evaluate(job, static_cast<int>(st.cfg.call_timeout_s * 1000),
+                              static_cast<int>(st.cfg.job_timeout_s * 1000), scratch);
+    if (call.ok || call.why != outcome::reference_error
+        || tries > job.correctness_inputs.size() + job.performance_inputs.size())
+      break;
+    spdlog::warn("evaluator {}: job {} ({}): {}; leaving that input out", tag, job.job_id,
+                 job.op_name, call.failed_input.message);
+    job.reference_failures.push_back(call.failed_input);
+    if (auto err = ensure_runner(st); !err.empty()) {
+      call.why = outcome::infra_error;
+      call.detail = "no runner after a reference timeout: " + err;
+      break;
+    }
+  }
+  std::error_code ec;
+  if (!scratch.empty())
+    std::filesystem::remove_all(scratch, ec);
+  return call;
+}
+
+} // namespace
+
 evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_config cfg) {
   if (auto err = validate(cfg)) {
     self->quit(err);
@@ -102,11 +131,15 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
   }
   std::error_code ec;
   std::filesystem::create_directories(cfg.log_dir, ec);
+  self->state.references = reference_cache(cfg.options.reference_cache_dir);
   std::filesystem::create_directories(scratch_root(cfg), ec); // a sandbox mounts its own there
   self->state.cfg = std::move(cfg);
   return {
-    [=](atom::evaluate, const eval_job& job) -> caf::result<eval_result> {
+    [=](atom::evaluate, eval_job job) -> caf::result<eval_result> {
+      using clock = std::chrono::steady_clock;
       auto& st = self->state;
+      auto arrived = clock::now();
+      double waiting = std::chrono::duration<double>(arrived - st.idle_since).count();
       auto tag = st.cfg.node + "/" + std::to_string(st.cfg.slot);
       if (auto err = ensure_runner(st); !err.empty()) {
         // This slot cannot run anything: out of service. Quitting makes the coordinator
@@ -116,18 +149,24 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
         self->quit(down);
         return down;
       }
+      auto started = clock::now();
       ++st.jobs;
       spdlog::debug("evaluator {}: job {} ({}) attempt {} started", tag, job.job_id, job.op_name,
                     job.attempt);
-      auto scratch = scratch_for(st.cfg, job);
-      auto call = st.runner.evaluate(job, static_cast<int>(st.cfg.call_timeout_s * 1000),
-                                     static_cast<int>(st.cfg.job_timeout_s * 1000), scratch);
-      std::error_code ec;
-      if (!scratch.empty())
-        std::filesystem::remove_all(scratch, ec);
+      attach_cached_references(job, st.references, st.runner.where(), st.cfg.options);
+      auto call = run_on_runner(st, job, tag);
       auto result = call.ok ? std::move(call.result) : failed_result(job, call.why, call.detail);
+      keep_measured_references(result, job, st.references, st.cfg.options);
       result.runner_restarts = std::exchange(st.unreported_restarts, 0);
+      auto ended = clock::now();
+      result.phases["waiting"] += waiting;
+      result.phases["runner_start"] += std::chrono::duration<double>(started - arrived).count();
+      double evaluated = std::chrono::duration<double>(ended - started).count();
+      if (call.ok)
+        result.phases["moving_results"] += std::max(0.0, evaluated - result.wall_seconds);
+      st.idle_since = ended;
       if (call.ok) {
+        result.where.slot = st.cfg.slot;
         // A runner that lost its CUDA context, or whose Python a kernel spoiled, exits after
         // its result: the next job gets a fresh one.
         auto& flags = result.flags;
@@ -140,6 +179,7 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
                    job.op_name, to_string(call.why), call.detail);
       result.where = st.runner.where();
       result.where.artefact_hash = job.kernel.hash;
+      result.where.slot = st.cfg.slot;
       return result;
     },
     [](atom::ping) { return atom::pong_v; },

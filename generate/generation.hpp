@@ -14,13 +14,18 @@
 
 namespace bb {
 
-/// The kernel language an llm author is asked to write.
-enum class kernel_dsl { triton, pytorch, cuda };
+/// The kernel language an llm author is asked to write (BackendBench's --dsl, plus cuda).
+/// cutedsl is NVIDIA's CuTe DSL (the nvidia-cutlass-dsl package), helion the Helion DSL; both
+/// are .py kernels like triton and pytorch.
+enum class kernel_dsl { triton, pytorch, cuda, cutedsl, helion };
 
 bool parse_dsl(const std::string& text, kernel_dsl& out);
 const char* to_string(kernel_dsl dsl);
 
 /// The artefact kind a DSL's kernels are written as: "py", or "cu" for cuda.
+/// The language's name as prompts give it: "Triton", "CuTe DSL", ...
+const char* dsl_title(kernel_dsl dsl);
+
 const char* kernel_kind(kernel_dsl dsl);
 
 /// The folder and entry prefix of an operator: "aten.add.Tensor" -> "add__Tensor".
@@ -63,7 +68,11 @@ std::string agent_problem_description(const op_brief& op, const std::string& fee
 /// example inputs as the evaluator does (uniform [0, 1) floats, strided views), runs
 /// `kernel.kernel_function` and the aten operator on clones, and compares them as
 /// torch.testing.assert_close(atol=1e-2, rtol=1e-2) does; exit status 0 when all pass.
-std::string agent_test_code(const op_brief& op);
+/// KernelAgent shows the test, not the problem description, to the model that writes and
+/// refines kernels, so the test's comments say what the operator is and, from v2 on, how
+/// `previous` (version 0: none) fared; the inputs it got wrong (at most five) are checked
+/// first, each with the errors the benchmark saw.
+std::string agent_test_code(const op_brief& op, const eval_result& previous = {});
 
 /// How many versions an operator may have, and whether a correct but slow one gets another.
 struct version_policy {

@@ -34,13 +34,29 @@ struct flags {
   double p = 1.0;
   bool disable_output_logs = false;
   bool list = false;
+  // Timing and input selection beyond BackendBench.
+  std::string timer;
+  bool no_reference_cache = false;
+  bool smallest_inputs = false;
+  // Watching and stopping a long campaign.
+  bool quiet = false;
+  bool resume_anyway = false;
+  // BackendBench's remaining flags (see apply_backendbench_flags).
+  int64_t num_workers = 0;
+  bool daemon = true, overhead_dominated = false;
+  std::string load_cpp_source, harness, dtype;
 };
 
 void add_flags(CLI::App& app, flags& f);
 
+/// BackendBench's flags bbcluster takes as they are, or with a stated meaning here:
+/// --num-workers, --daemon/--no-daemon, --check-overhead-dominated-ops, --load_cpp_source,
+/// --harness.
+void add_backendbench_flags(CLI::App& app, flags& f);
+
 /// --resume RUN_DIR: replaces `args` (without the program name) by the recorded sweep's
-/// arguments, run again in its folder with its run directory; only --log-level may come
-/// with --resume. "" (also when there is no --resume) or why not.
+/// arguments, run again in its folder with its run directory; only --log-level, --quiet and
+/// --resume-anyway may come with --resume. "" (also when there is no --resume) or why not.
 std::string expand_resume(std::vector<std::string>& args);
 
 /// What a resumed sweep takes up from its journal.
@@ -64,7 +80,16 @@ std::string read_resumed_sweep(const std::string& run_dir, const settings& s, co
 void drop_resumed_ops(const resumed_sweep& r, sweep_plan& plan);
 
 /// Settings from --config with the flags on top; "" or the error.
-std::string merge_settings(const CLI::App& app, const flags& f, settings& s);
+std::string merge_settings(const CLI::App& app, flags& f, settings& s);
+
+/// BackendBench's flags that are not plain settings: --num-workers as evaluator slots,
+/// --backend llm-relay as the llm backend against a relay, --suite facto refused with the
+/// reason, --load_cpp_source and --harness checked; a .parquet --data converted once into the
+/// cache. "" or why the command line cannot run.
+std::string apply_backendbench_flags(const CLI::App& app, flags& f, settings& s);
+
+/// BackendBench's relay: an OpenAI-compatible server on this machine's port 11434.
+inline constexpr const char* default_relay_url = "http://127.0.0.1:11434/v1";
 
 /// Logs what loading found: bad lines, skipped operators, unmatched --ops.
 void report_plan(const sweep_plan& plan);
@@ -77,6 +102,13 @@ std::optional<std::vector<std::string>> resolve_ops(const std::vector<std::strin
 /// and keeps the suite's operators that have a kernel. "" or a fatal error.
 std::string attach_directory(const std::string& dir, const settings& s, sweep_plan& plan,
                              std::vector<directory_kernel>& kernels);
+
+/// --backend flag_gems: writes a kernel calling FlagGems for every selected operator FlagGems
+/// registers (with the build's Python, or --kernel-agent-python) and turns the sweep into a
+/// directory sweep over them, logging the operators FlagGems lacks as skipped. Refused when
+/// the slots are this machine's and it has no GPU (except for --list). "" or why not; does
+/// nothing for another backend.
+std::string attach_flag_gems(flags& f, const settings& s, const sweep_plan& plan);
 
 /// The command line as one string, for reports.
 std::string command_line(const std::vector<char*>& words);
@@ -107,5 +139,16 @@ struct generative_backend {
 };
 
 generative_backend spawn_generative(caf::actor_system& sys, const generative_plan& plan);
+
+/// What this sweep's results depend on beyond its flags, as kept in sweep.json: the torch
+/// version, the device (GPU models, or cpu), the timer settings and each directory kernel's
+/// SHA-256.
+std::map<std::string, std::string> sweep_conditions(const settings& s,
+                                                    const std::vector<directory_kernel>& kernels);
+
+/// A resumed sweep's conditions against those it was started under: "" when they match or
+/// `anyway` (the differences are then logged), else the refusal naming each difference.
+std::string check_resumed_conditions(const std::string& run_dir,
+                                     const std::map<std::string, std::string>& now, bool anyway);
 
 } // namespace bb::cli

@@ -1,6 +1,8 @@
 #include "nodes/local_node.hpp"
 
+#include <algorithm>
 #include <filesystem>
+#include <thread>
 
 #include <caf/scoped_actor.hpp>
 
@@ -69,11 +71,10 @@ local_node spawn_local_node(caf::actor_system& sys, const settings& s, const std
   ecfg.job_timeout_s = s.job_timeout_s;
   ecfg.call_timeout_s = s.call_timeout_s;
   ecfg.start_timeout_s = s.start_timeout_s;
-  ecfg.cpu_warmup = s.cpu_warmup;
-  ecfg.cpu_runs = s.cpu_runs;
-  ecfg.cpu_max_seconds = s.cpu_max_seconds;
-  ecfg.gpu_warmup_ms = s.gpu_warmup_ms;
-  ecfg.gpu_rep_ms = s.gpu_rep_ms;
+  ecfg.options = runner_options_of(s);
+  // CPU slots share the node's cores.
+  if (!cuda && ecfg.options.cpu_threads == 0)
+    ecfg.options.cpu_threads = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency() / slots));
   ecfg.memory_limit_bytes = cuda ? 0 : runner_memory_limit(s.memory_limit_gb, slots);
   ecfg.sandbox = sandbox;
   node.evaluators = spawn_evaluators(sys, ecfg, slots);

@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "process/frames.hpp"
 #include "messages/runner_protocol.hpp"
+#include "process/frames.hpp"
 
 namespace bb {
 
@@ -157,11 +157,28 @@ std::string runner_supervisor::start(const runner_spec& spec, int timeout_ms) {
       return "runner speaks protocol " + std::to_string(hello.protocol) + ", expected "
              + std::to_string(protocol_version);
     }
-    where_ = hello.where;
-    where_.sandbox = sandbox.label;
   } catch (const std::exception& e) {
     terminate(500);
     return std::string("malformed hello from runner: ") + e.what();
+  }
+  runner_request configure;
+  configure.kind = "configure";
+  configure.options = spec.options;
+  if (!frames::write_frame(fd_, pack(configure))
+      || frames::read_frame(fd_, frame, timeout_ms) != frames::read_status::ok)
+    return "runner " + spec.program + " was not configured: " + terminate(500) + " (see "
+           + spec.log_path + ")";
+  try {
+    auto ready = unpack<runner_reply>(frame);
+    if (ready.kind != "ready") {
+      terminate(500);
+      return "runner answered '" + ready.kind + "' to configure";
+    }
+    where_ = ready.where;
+    where_.sandbox = sandbox.label;
+  } catch (const std::exception& e) {
+    terminate(500);
+    return std::string("malformed answer to configure: ") + e.what();
   }
   return "";
 }
@@ -196,6 +213,7 @@ runner_supervisor::call_outcome runner_supervisor::evaluate(const eval_job& job,
   using clock = std::chrono::steady_clock;
   auto job_deadline = clock::now() + std::chrono::milliseconds(job_timeout_ms);
   std::string step = "starting the job";
+  runner_reply last_step;
   int step_timeout_ms = call_timeout_ms;
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(job_deadline - clock::now());
@@ -203,11 +221,32 @@ runner_supervisor::call_outcome runner_supervisor::evaluate(const eval_job& job,
     int wait_ms = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count(), step_timeout_ms)));
     std::string frame;
     auto st = frames::read_frame(fd_, frame, wait_ms);
+    if (st == frames::read_status::timeout && !job_bound && last_step.side == "reference") {
+      // The reference (aten) itself is too slow here: that input is left out, as BackendBench
+      // leaves out inputs whose reference fails. Not the kernel's failure.
+      out.why = outcome::reference_error;
+      out.failed_input.kind = last_step.input_kind;
+      out.failed_input.index = last_step.input_index;
+      out.failed_input.message = "the reference ran past the call timeout ("
+                                 + seconds_text(step_timeout_ms) + ") during " + step;
+      out.detail = out.failed_input.message + "; runner " + terminate(1000);
+      return out;
+    }
     if (st == frames::read_status::timeout) {
       out.why = outcome::timed_out;
       out.detail = (job_bound ? "the job ran past its timeout (" + seconds_text(job_timeout_ms)
                               : "one call ran past the call timeout (" + seconds_text(step_timeout_ms))
                    + ") during " + step + "; runner " + terminate(1000);
+      return out;
+    }
+    if (st != frames::read_status::ok && last_step.side == "reference") {
+      // aten itself crashed on this input (an input it does not check, as an index out of
+      // range): the input is left out, as BackendBench leaves out inputs whose reference fails.
+      out.why = outcome::reference_error;
+      out.failed_input.kind = last_step.input_kind;
+      out.failed_input.index = last_step.input_index;
+      out.failed_input.message = "the reference crashed (runner " + reap(2000) + ") during " + step;
+      out.detail = out.failed_input.message;
       return out;
     }
     if (st != frames::read_status::ok) {
@@ -219,7 +258,8 @@ runner_supervisor::call_outcome runner_supervisor::evaluate(const eval_job& job,
       auto reply = unpack<runner_reply>(frame);
       if (reply.kind == "progress") {
         step = reply.text;
-        step_timeout_ms = reply.setup ? std::max(call_timeout_ms, setup_timeout_ms_) : call_timeout_ms;
+        last_step = std::move(reply);
+        step_timeout_ms = last_step.setup ? std::max(call_timeout_ms, setup_timeout_ms_) : call_timeout_ms;
         continue;
       }
       out.ok = true;

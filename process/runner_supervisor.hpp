@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "messages/records.hpp"
+#include "messages/runner_protocol.hpp"
 #include "process/sandbox.hpp"
 
 namespace bb {
@@ -19,6 +20,8 @@ struct runner_spec {
   std::string program;
   /// Arguments after the program name; "--fd N" is added.
   std::vector<std::string> args;
+  /// Sent to the runner in its configure frame, right after its hello.
+  runner_options options;
   /// stdout and stderr of the runner (and so of the kernels) are appended here.
   std::string log_path;
   /// Working folder of the runner; empty: inherit.
@@ -51,12 +54,17 @@ public:
     eval_result result;
     outcome why = outcome::ok;
     std::string detail;
+    /// For reference_error: the input whose reference ran past the call timeout, to be left
+    /// out when the job runs again.
+    input_failure failed_input;
   };
 
   /// Sends `job` and waits for its result: at most `call_timeout_ms` between two progress
   /// frames (one call of kernel or reference code) and `job_timeout_ms` in all. On a crash or
   /// a timeout the runner's whole process group is killed and reaped; start() again before
-  /// the next call. `work_dir` is the job's scratch folder.
+  /// the next call. A reference call past the call timeout is outcome reference_error (with
+  /// the input in failed_input), not the kernel's timed_out. `work_dir` is the job's scratch
+  /// folder.
   call_outcome evaluate(const eval_job& job, int call_timeout_ms, int job_timeout_ms,
                         const std::string& work_dir = "");
 
@@ -84,7 +92,7 @@ public:
     return pid_;
   }
 
-  /// Provenance announced by the runner's hello, with how the runner is sandboxed.
+  /// Provenance the runner announced when it was configured, with how it is sandboxed.
   const provenance& where() const {
     return where_;
   }

@@ -1,10 +1,47 @@
 #include "suite/plan.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <set>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "suite/traces.hpp"
 
 namespace bb {
+
+namespace {
+
+// The samples bbcluster_opinfo.py selected: {"ops": [{"op", "inputs"}], "unusable": [...]}.
+bool load_opinfo_plan(const std::string& path, suite& loaded, sweep_plan& plan) {
+  std::ifstream in(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+    loaded.name = "opinfo";
+    for (auto& op : j.at("ops")) {
+      op_inputs x{op.at("op").get<std::string>(), op.at("inputs").get<std::vector<std::string>>(), {}};
+      plan.lines += x.correctness.size();
+      loaded.ops.push_back(std::move(x));
+    }
+    for (auto& why : j.value("unusable", nlohmann::json::array()))
+      plan.skipped_ops.push_back(why.get<std::string>());
+  } catch (const nlohmann::json::exception& e) {
+    plan.fatal = "the opinfo suite's samples (" + path + "): " + e.what();
+    return false;
+  }
+  if (loaded.ops.empty()) {
+    plan.fatal = "the opinfo suite has no operator with a usable sample here (torch "
+                 + j.value("torch", std::string("?")) + ", " + j.value("device", std::string("?"))
+                 + ", " + j.value("dtype", std::string("?")) + ")";
+    return false;
+  }
+  return true;
+}
+
+} // namespace
 
 sweep_plan make_plan(const plan_request& req) {
   sweep_plan plan;
@@ -16,7 +53,7 @@ sweep_plan make_plan(const plan_request& req) {
       plan.fatal = traces::missing_data_help();
       return plan;
     }
-    auto report = traces::load(req.data);
+    auto report = traces::load(req.data, traces::row_filter{req.overhead_dominated_only});
     if (!report.fatal.empty()) {
       plan.fatal = report.fatal;
       return plan;
@@ -26,15 +63,42 @@ sweep_plan make_plan(const plan_request& req) {
     plan.skipped_ops = std::move(report.skipped);
     plan.lines = report.lines;
     plan.excluded_rows = report.excluded_rows;
+    plan.excluded_reasons = std::move(report.excluded_reasons);
+    plan.excluded_by_op = std::move(report.excluded_by_op);
+    plan.not_overhead_rows = report.not_overhead_rows;
+    if (req.overhead_dominated_only && plan.lines == 0 && plan.excluded_rows == 0) {
+      plan.fatal = "--check-overhead-dominated-ops selects the rows marked "
+                   "is_overhead_dominated_op; " + req.data + " marks none (" +
+                   std::to_string(plan.not_overhead_rows) + " rows; trace files carry no such "
+                   "mark: give BackendBench's .parquet or a .jsonl of it)";
+      return plan;
+    }
+  } else if (req.suite_name == "opinfo") {
+    if (!load_opinfo_plan(req.data, loaded, plan))
+      return plan;
   } else {
-    plan.fatal = "unknown suite '" + req.suite_name + "' (smoke or torchbench)";
+    plan.fatal = "unknown suite '" + req.suite_name + "' (smoke, torchbench or opinfo)";
     return plan;
   }
-  auto selection = select_ops(loaded, req.ops);
+  if (!plan.excluded_by_op.empty()) {
+    suite left_out;
+    std::set<std::string> present;
+    for (auto& op : loaded.ops)
+      present.insert(op.op_name);
+    for (auto& line : plan.skipped_ops)
+      present.insert(line.substr(0, line.find(':')));
+    for (auto& [op, n] : plan.excluded_by_op)
+      if (!present.count(op))
+        left_out.ops.push_back(op_inputs{op, {}, {}});
+    for (auto& op : select_ops(left_out, req.ops).selected.ops)
+      plan.wholly_excluded.emplace_back(op.op_name, plan.excluded_by_op[op.op_name]);
+  }
+  // The opinfo suite is selected by OpInfo name where it is built.
+  auto selection = select_ops(loaded, req.suite_name == "opinfo" ? std::vector<std::string>{} : req.ops);
   plan.warnings = std::move(selection.warnings);
   plan.work = std::move(selection.selected);
   if (req.suite_name == "torchbench")
-    traces::keep_largest(plan.work, req.topn);
+    req.smallest ? traces::keep_smallest(plan.work, req.topn) : traces::keep_largest(plan.work, req.topn);
   else if (req.topn > 0)
     for (auto& op : plan.work.ops) {
       if (op.correctness.size() > req.topn)
@@ -60,6 +124,34 @@ std::string format_op_list(const suite& s, const std::vector<std::string>& schem
                   op.correctness.size());
     out += op.op_name + std::string(buf).substr(op.op_name.size())
            + (schema.empty() ? "unsupported op (not in this torch)" : schema) + "\n";
+  }
+  return out;
+}
+
+std::string format_exclusions(const sweep_plan& plan) {
+  if (plan.excluded_rows == 0 && plan.not_overhead_rows == 0)
+    return "";
+  std::string out = "\n";
+  if (plan.not_overhead_rows > 0)
+    out += std::to_string(plan.not_overhead_rows)
+           + " rows left out: not is_overhead_dominated_op (--check-overhead-dominated-ops)\n";
+  if (plan.excluded_rows > 0) {
+    out += std::to_string(plan.excluded_rows) + " rows left out: not included_in_benchmark, because\n";
+    std::vector<std::pair<size_t, std::string>> reasons;
+    for (auto& [why, n] : plan.excluded_reasons)
+      reasons.emplace_back(n, why);
+    std::sort(reasons.rbegin(), reasons.rend());
+    char buf[32];
+    for (auto& [n, why] : reasons) {
+      std::snprintf(buf, sizeof(buf), "  %6zu  ", n);
+      out += buf + why + "\n";
+    }
+  }
+  if (!plan.wholly_excluded.empty()) {
+    out += std::to_string(plan.wholly_excluded.size())
+           + " operators of the data have no included row:\n";
+    for (auto& [op, n] : plan.wholly_excluded)
+      out += "  " + op + " (" + std::to_string(n) + " rows)\n";
   }
   return out;
 }

@@ -1,6 +1,8 @@
 #include "suite/traces.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -37,6 +39,10 @@ std::string trim(const std::string& s) {
 
 trace_loader::trace_loader() {
   out_.loaded.name = "torchbench";
+}
+
+trace_loader::trace_loader(row_filter filter) : trace_loader() {
+  filter_ = filter;
 }
 
 // `origin` is "file:line" for error messages, `column0` the 0-based column of the call text
@@ -114,6 +120,11 @@ void trace_loader::add_trace_text(const std::string& text, const std::string& or
     auto call = raw.substr(call_start);
     while (!call.empty() && (call.back() == '\r' || call.back() == ' '))
       call.pop_back();
+    // A trace line carries no is_overhead_dominated_op: BackendBench's filter drops it.
+    if (filter_.overhead_dominated_only) {
+      ++out.not_overhead_rows;
+      continue;
+    }
     add(op, call, where, call_start);
   }
 }
@@ -129,7 +140,7 @@ void trace_loader::add_jsonl_text(const std::string& text, const std::string& or
       continue;
     nlohmann::json row;
     try {
-      row = nlohmann::json::parse(line);
+      row = nlohmann::json::parse(nonfinite_to_null(line));
     } catch (const nlohmann::json::parse_error& e) {
       out.errors.push_back(where + ":" + std::to_string(e.byte) + ": expected a JSON object ("
                            + std::string(e.what()) + ")");
@@ -140,17 +151,44 @@ void trace_loader::add_jsonl_text(const std::string& text, const std::string& or
       out.errors.push_back(where + ":1: expected an object with string fields \"op_name\" and \"args\"");
       continue;
     }
-    if (row.contains("included_in_benchmark") && row["included_in_benchmark"].is_boolean()
-        && !row["included_in_benchmark"].get<bool>()) {
+    auto flag = [&](const char* key) {
+      return row.contains(key) && row[key].is_boolean() && row[key].get<bool>();
+    };
+    // BackendBench's order: the overhead filter first, then included_in_benchmark.
+    if (filter_.overhead_dominated_only && !flag("is_overhead_dominated_op")) {
+      ++out.not_overhead_rows;
+      continue;
+    }
+    std::vector<std::string> reasons;
+    if (row.contains("included_in_benchmark") && row["included_in_benchmark"].is_boolean()) {
+      if (!row["included_in_benchmark"].get<bool>()) {
+        auto& why = row.contains("why_excluded") ? row["why_excluded"] : row;
+        if (why.is_array())
+          for (auto& r : why)
+            if (r.is_string())
+              reasons.push_back(r.get<std::string>());
+        if (why.is_string() && !why.get<std::string>().empty())
+          reasons.push_back(why.get<std::string>());
+        if (reasons.empty())
+          reasons.push_back("(no reason given)");
+      }
+    } else if (flag("is_synthetic")) {
+      // Rows without the column: BackendBench's dataset filter leaves synthetic rows out.
+      reasons.push_back("Synthetic ops are not supported in the official benchmark yet");
+    }
+    if (!reasons.empty()) {
       ++out.excluded_rows;
+      ++out.excluded_by_op[row["op_name"].get<std::string>()];
+      for (auto& r : reasons)
+        ++out.excluded_reasons[r];
       continue;
     }
     add(row["op_name"].get<std::string>(), row["args"].get<std::string>(), where, 0);
   }
 }
 
-load_report load(const std::string& path) {
-  trace_loader loader;
+load_report load(const std::string& path, row_filter filter) {
+  trace_loader loader(filter);
   auto& out = loader.report();
   std::error_code ec;
   fs::path root(path);
@@ -174,7 +212,8 @@ load_report load(const std::string& path) {
   }
   for (auto& f : files) {
     if (f.extension() == ".parquet") {
-      out.fatal = "--data " + f.string() + ": parquet is not read directly; " + missing_data_help();
+      out.fatal = "--data " + f.string() + ": a .parquet is read by bbcluster's command line "
+                  "(converted once into a .jsonl cache); give the file, not a folder holding it";
       break;
     }
     std::string text;
@@ -190,7 +229,9 @@ load_report load(const std::string& path) {
   return loader.finish();
 }
 
-void keep_largest(suite& s, size_t topn) {
+namespace {
+
+void keep_by_size(suite& s, size_t topn, bool smallest) {
   for (auto& op : s.ops) {
     auto& inputs = op.correctness;
     std::vector<std::pair<int64_t, std::string>> sized;
@@ -204,6 +245,8 @@ void keep_largest(suite& s, size_t topn) {
     // As BackendBench: sorted(reverse=True) on (bytes, args text).
     std::sort(sized.begin(), sized.end(),
               [](const auto& a, const auto& b) { return a > b; });
+    if (smallest)
+      std::reverse(sized.begin(), sized.end());
     if (topn > 0 && sized.size() > topn)
       sized.resize(topn);
     inputs.clear();
@@ -213,13 +256,59 @@ void keep_largest(suite& s, size_t topn) {
   }
 }
 
+} // namespace
+
+void keep_largest(suite& s, size_t topn) {
+  keep_by_size(s, topn, false);
+}
+
+void keep_smallest(suite& s, size_t topn) {
+  keep_by_size(s, topn, true);
+}
+
 std::string missing_data_help() {
   return "the torchbench suite needs --data PATH: a trace file (.txt, 'Operator:' and 'cnt:' "
-         "lines), a folder of them, or a .jsonl with one {\"op_name\", \"args\", "
-         "\"included_in_benchmark\"} object a line. BackendBench's inputs are the dataset "
-         "GPUMODE/backendbench_tests on Hugging Face, file backend_bench_problems.parquet; turn it "
-         "into .jsonl with: python -c \"import pandas as p; p.read_parquet('backend_bench_problems"
-         ".parquet').to_json('problems.jsonl', orient='records', lines=True)\"";
+         "lines), a folder of them, a .jsonl with one {\"op_name\", \"args\", "
+         "\"included_in_benchmark\"} object a line, or BackendBench's own file: the dataset "
+         "GPUMODE/backendbench_tests on Hugging Face, backend_bench_problems.parquet, given as it "
+         "is (read with pyarrow, which scripts/setup.sh installs)";
+}
+
+std::string nonfinite_to_null(const std::string& line) {
+  std::string out;
+  out.reserve(line.size());
+  bool in_string = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < line.size())
+        out += line[++i];
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      out += c;
+      continue;
+    }
+    bool word_start = i == 0 || !std::isalnum(static_cast<unsigned char>(line[i - 1]));
+    auto at = [&](const char* word) { return line.compare(i, std::strlen(word), word) == 0; };
+    if (word_start && at("-Infinity")) {
+      out += "null";
+      i += 8;
+    } else if (word_start && at("Infinity")) {
+      out += "null";
+      i += 7;
+    } else if (word_start && at("NaN")) {
+      out += "null";
+      i += 2;
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 } // namespace bb::traces

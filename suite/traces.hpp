@@ -27,6 +27,19 @@ struct load_report {
   size_t lines = 0;
   /// Rows of a .jsonl left out because included_in_benchmark is false.
   size_t excluded_rows = 0;
+  /// Rows left out by included_in_benchmark, per reason of their why_excluded (a row with
+  /// several reasons counts under each; "(no reason given)" when it names none).
+  std::map<std::string, size_t> excluded_reasons;
+  /// Rows left out by included_in_benchmark, per operator.
+  std::map<std::string, size_t> excluded_by_op;
+  /// Rows left out by --check-overhead-dominated-ops (not marked is_overhead_dominated_op).
+  size_t not_overhead_rows = 0;
+};
+
+/// Which rows of the data a suite takes.
+struct row_filter {
+  /// BackendBench's --check-overhead-dominated-ops: only rows marked is_overhead_dominated_op.
+  bool overhead_dominated_only = false;
 };
 
 /// Accumulates inputs from any number of sources into one suite. Identical (op, args) lines
@@ -35,6 +48,7 @@ struct load_report {
 class trace_loader {
 public:
   trace_loader();
+  explicit trace_loader(row_filter filter);
 
   /// Adds trace text ("Operator:" and "cnt:" lines) read from a file named `origin`.
   void add_trace_text(const std::string& text, const std::string& origin);
@@ -57,11 +71,16 @@ private:
   std::map<std::string, size_t> index_;
   std::set<std::pair<std::string, std::string>> seen_;
   std::set<std::string> skipped_;
+  row_filter filter_;
 };
 
 /// Loads a trace file, a folder of trace files (every *.txt and *.jsonl below it, in path
 /// order) or a .jsonl.
-load_report load(const std::string& path);
+load_report load(const std::string& path, row_filter filter = {});
+
+/// A line of JSON as Python's json module writes it, with its bare NaN, Infinity and
+/// -Infinity (outside strings) made null, so a strict parser reads it.
+std::string nonfinite_to_null(const std::string& line);
 
 /// The operator names that BackendBench's torchbench suite skips, with the reason.
 bool is_skipped_by_backendbench(const std::string& op_name, std::string& why);
@@ -70,6 +89,10 @@ bool is_skipped_by_backendbench(const std::string& op_name, std::string& why);
 /// text descending (BackendBench's sorted(reverse=True)), and keeps the first `topn` (0 keeps
 /// all); correctness and performance inputs are the same list.
 void keep_largest(suite& s, size_t topn);
+
+/// As keep_largest, but the N smallest inputs (smallest first): a quick run of every operator
+/// with the same kinds of arguments on a small machine.
+void keep_smallest(suite& s, size_t topn);
 
 /// What to tell a user who gave no --data.
 std::string missing_data_help();

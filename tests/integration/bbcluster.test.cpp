@@ -141,9 +141,9 @@ TEST_CASE("bad command lines exit 2 with a one-line reason", "[integration]") {
   CHECK(unknown.status == 2);
   CHECK(std::count(unknown.err.begin(), unknown.err.end(), '\n') == 1);
   CHECK(unknown.err.find("--no-such-flag") != std::string::npos);
-  auto bad_suite = run(dir, bbcluster + " --suite opinfo");
+  auto bad_suite = run(dir, bbcluster + " --suite facto");
   CHECK(bad_suite.status == 2);
-  CHECK(bad_suite.err.find("opinfo") != std::string::npos);
+  CHECK(bad_suite.err.find("facto") != std::string::npos);
   auto bad_p = run(dir, bbcluster + " --p -1");
   CHECK(bad_p.status == 2);
   bb::test::write_file(dir / "bad.toml", "[evaluator]\njob_timeout_s = \"long\"\n");
