@@ -123,3 +123,55 @@ TEST_CASE("two processes compiling the same source into one cache both succeed",
     objects += e.is_regular_file();
   CHECK(objects == 1);
 }
+
+TEST_CASE("a compiler in the sandbox reads no hidden file and is held to its memory limit",
+          "[integration][compile]") {
+  if (auto why = sandbox_unavailable(); !why.empty()) {
+    WARN("no sandbox on this machine, test skipped: " << why);
+    return;
+  }
+  bb::test::temp_dir dir;
+  // A home outside /tmp (the sandbox's /tmp is its own anyway) with a secret in it.
+  std::string home_tmpl = BB_BIN_DIR "/../compiler-home-XXXXXX";
+  std::string home = ::mkdtemp(home_tmpl.data());
+  bb::test::write_file(home + "/secret.txt", "compiler-secret-5e1f\n");
+  auto s = settings_in(dir);
+  s.tools.use_pch = false;
+  s.sandbox.mode = sandbox_mode::required;
+  // As a node hides them: the homes (root's is not searchable by the user a compiler
+  // started by root becomes; the headers it needs are shown again), and this one.
+  s.sandbox.hidden = default_hidden_folders();
+  s.sandbox.hidden.push_back(home);
+  artefact a;
+  a.kind = "cpp";
+  a.entry = "stealer";
+  a.source = "#include \"" + home + "/secret.txt\"\n";
+  auto out = build_kernel(a, s);
+  auto log = bb::test::read_file(out.log_path);
+  INFO(log);
+  CHECK(out.status == "compile_failed");
+  CHECK(log.find("compiler-secret-5e1f") == std::string::npos);
+  CHECK(log.find("secret.txt: No such file or directory") != std::string::npos);
+  if (::geteuid() == 0) { // a compiler started by root runs as nobody
+    a.source = "#include \"/etc/shadow\"\n";
+    auto shadow = build_kernel(a, s);
+    CHECK(shadow.status == "compile_failed");
+    CHECK(bb::test::read_file(shadow.log_path).find("/etc/shadow: Permission denied") != std::string::npos);
+  }
+
+  // A plain source builds in the sandbox; with a few MiB of memory it cannot.
+  artefact plain;
+  plain.kind = "cpp";
+  plain.entry = "plain";
+  plain.source = "extern \"C\" int plain_answer() { return 42; }\n";
+  auto built = build_kernel(plain, s);
+  INFO(built.message);
+  CHECK(built.status == "ok");
+  CHECK(std::filesystem::exists(built.object_path));
+  plain.source += "// another source, another cache key\n";
+  s.sandbox.limits.max_data_bytes = 4 << 20;
+  auto starved = build_kernel(plain, s);
+  CHECK(starved.status == "compile_failed");
+  std::error_code ec;
+  std::filesystem::remove_all(home, ec);
+}

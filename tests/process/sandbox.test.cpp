@@ -4,9 +4,11 @@
 #include <filesystem>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "cluster/config.hpp"
 #include "process/sandbox.hpp"
+#include "process/subprocess.hpp"
 #include "support.hpp"
 
 namespace {
@@ -137,7 +139,8 @@ TEST_CASE("what lies in /tmp is not hidden: the sandbox's /tmp is a fresh one", 
   p.hidden = {dir / "run"};
   p.scratch = dir / "run/scratch/slot0";
   auto cmd = bb::sandbox_command(p, {"/bin/true"}, "bwrap", false);
-  CHECK(std::count(cmd.begin(), cmd.end(), dir / "run") == 0);
+  CHECK_FALSE(has_sequence(cmd, {"--tmpfs", dir / "run"}));
+  CHECK_FALSE(has_sequence(cmd, {"--remount-ro", dir / "run"}));
   CHECK(has_sequence(cmd, {"--perms", "0755", "--dir", dir.path}));
   CHECK(has_sequence(cmd, {"--tmpfs", dir / "run/scratch/slot0"}));
 }
@@ -181,4 +184,57 @@ TEST_CASE("the sandbox setting is checked", "[core]") {
   CHECK(!bb::validate(s));
   s.sandbox = "on";
   CHECK(bb::validate(s));
+}
+
+TEST_CASE("a program in the sandbox sees its own processes, no network and no home, and writes "
+          "only to its scratch folder and what it is given",
+          "[integration]") {
+  if (auto why = bb::sandbox_unavailable(); !why.empty()) {
+    WARN("no sandbox on this machine, test skipped: " << why);
+    return;
+  }
+  build_dir dir;
+  for (auto sub : {"home", "scratch/slot0", "out"})
+    std::filesystem::create_directories(dir / sub);
+  bb::test::write_file(dir / "home/secret.txt", "home-secret\n");
+  // Writable by the unprivileged user a program started by root becomes.
+  std::filesystem::permissions(dir / "out", std::filesystem::perms::all);
+  std::filesystem::permissions(dir.path, std::filesystem::perms::owner_all | std::filesystem::perms::group_read
+                                             | std::filesystem::perms::group_exec
+                                             | std::filesystem::perms::others_read
+                                             | std::filesystem::perms::others_exec);
+  bb::sandbox_policy p;
+  p.mode = bb::sandbox_mode::required;
+  p.hidden = {dir / "home"};
+  p.writable = {dir / "out"};
+  p.scratch = dir / "scratch/slot0";
+  p.tmp_bytes = 4 << 20;
+  p.limits.max_file_bytes = 1 << 20;
+  auto out = dir / "out";
+  auto script = "ls /proc | grep -c '^[0-9]' > " + out + "/procs; "
+                "cat " + dir / "home/secret.txt" + " > " + out + "/home 2>/dev/null; "
+                "echo x > " + dir / "home/new" + " 2>/dev/null && echo home >> " + out + "/escapes; "
+                "echo x > " + dir / "escape" + " 2>/dev/null && echo root >> " + out + "/escapes; "
+                "touch ./in-scratch && pwd > " + out + "/scratch; "
+                "head -c 3000000 /dev/zero > ./big; stat -c %s ./big > " + out + "/big; "
+                "head -c 8000000 /dev/zero > /tmp/big; stat -c %s /tmp/big > " + out + "/tmp; "
+                "grep -c ':' /proc/net/dev > " + out + "/interfaces; "
+                "id -u > " + out + "/uid";
+  auto r = bb::run_process({"/bin/sh", "-c", script}, dir / "log", 60, p);
+  INFO(r.how << "\n" << bb::test::read_file(dir / "log"));
+  CHECK(r.ok());
+  // The shell, ls, grep and bwrap's init: nothing of the machine's.
+  CHECK(std::stoi(bb::test::read_file(out + "/procs")) <= 4);
+  CHECK(bb::test::read_file(out + "/home").empty());
+  CHECK(!std::filesystem::exists(out + "/escapes"));
+  CHECK(!std::filesystem::exists(dir / "escape"));
+  CHECK(!std::filesystem::exists(dir / "home/new"));
+  CHECK(bb::test::read_file(out + "/scratch") == dir / "scratch/slot0\n");
+  // The scratch folder was the sandbox's own: nothing of it is left on the host.
+  CHECK(std::filesystem::is_empty(dir / "scratch/slot0"));
+  CHECK(std::stoul(bb::test::read_file(out + "/big")) <= (1u << 20)); // RLIMIT_FSIZE
+  CHECK(std::stoul(bb::test::read_file(out + "/tmp")) <= (4u << 20));  // the size of /tmp
+  CHECK(std::stoi(bb::test::read_file(out + "/interfaces")) == 1);     // its own loopback
+  if (::geteuid() == 0)
+    CHECK(bb::test::read_file(out + "/uid") == std::to_string(p.unprivileged_uid) + "\n");
 }
