@@ -10,7 +10,7 @@ eval_result evaluated(const std::string& outcome, std::vector<bool> correct,
                       std::vector<double> speedups) {
   eval_result r;
   r.op_name = "aten.tanh.default";
-  r.outcome = outcome;
+  REQUIRE(from_string(outcome, r.outcome));
   for (size_t i = 0; i < correct.size(); ++i) {
     correctness_record c;
     c.op_name = r.op_name;
@@ -256,5 +256,5 @@ TEST_CASE("a version that cannot be scored here ends the operator's versions", "
   v1.version = 1;
   h.record(v1);
   CHECK_FALSE(h.wants_another(policy));
-  CHECK(h.standing().outcome == "needs_cuda");
+  CHECK(h.standing().outcome == bb::outcome::needs_cuda);
 }
