@@ -375,7 +375,7 @@ TEST_CASE("kernel_agent: crashes are retried, failures and wrong kernels get ano
   std::string wrong_input;
   for (auto& j : tanh_v1)
     if (j["op_name"] == "aten.tanh.default" && j["version"] == 1)
-      wrong_input = j["correctness"][0]["args"];
+      wrong_input = j["correctness"][0]["args"].get<std::string>();
   REQUIRE_FALSE(wrong_input.empty());
   auto v2_test = v2["test_code"].get<std::string>();
   CHECK_THAT(v2_test, Catch::Contains("PREVIOUSLY_FAILED = [\n    (r\"\"\"" + wrong_input + "\"\"\", \"max absolute error"));
@@ -563,7 +563,7 @@ TEST_CASE("kernel_agent: --llm-model and --llm-base-url select the agent's model
   std::string wrong_input;
   for (auto& j : bb::test::journal_lines(dir / "run/results.jsonl", "version_evaluated"))
     if (j["version"] == 1)
-      wrong_input = j["correctness"][0]["args"];
+      wrong_input = j["correctness"][0]["args"].get<std::string>();
   REQUIRE_FALSE(wrong_input.empty());
   auto prompt = requests[0]["prompt"].get<std::string>();
   CHECK_THAT(prompt, Catch::Contains("# The benchmark evaluated the previous kernel (version 1) and it was wrong."));
