@@ -92,7 +92,7 @@ int check_slots(caf::actor_system& sys, const local_node& node) {
           failures += ok ? 0 : 1;
           std::cout << "slot " << slot << ": " << (ok ? "ok" : "FAILED") << " (" << r.where.device
                     << ", torch " << r.where.torch_version << ")"
-                    << (ok ? "" : ": " + to_string(r.outcome) + std::string(" ") + r.detail) << "\n";
+                    << (ok ? std::string() : std::string(": ") + to_string(r.outcome) + " " + r.detail) << "\n";
         },
         [&](caf::error& err) {
           ++failures;

@@ -151,6 +151,14 @@ std::string sweep::start() {
   cfg.add_message_types<caf::id_block::bb>();
   sys_ = std::make_unique<caf::actor_system>(cfg);
   stops_.push_back([this] {
+    // Handles must not outlive their actor system.
+    coordinator_ = nullptr;
+    generator_ = nullptr;
+    generative_ = {};
+    reporter_ = nullptr;
+    evaluators_.clear();
+    local_ = {};
+    nodes_ = {};
     sys_.reset(); // waits for every actor: no runner writes its log any more
     if (setup_.run_dir.empty()) {
       std::error_code ec;
@@ -184,8 +192,12 @@ void sweep::start_console() {
 }
 
 void sweep::start_reporter() {
-  reporter_config rcfg{setup_.run_dir, setup_.command, setup_.s.p, setup_.inputs_per_op.size(),
-                       setup_.resumed.previous};
+  reporter_config rcfg;
+  rcfg.log_dir = setup_.run_dir;
+  rcfg.command = setup_.command;
+  rcfg.p = setup_.s.p;
+  rcfg.expected_jobs = setup_.inputs_per_op.size();
+  rcfg.previous = setup_.resumed.previous;
   rcfg.previous_versions = setup_.resumed.versions;
   rcfg.board = board_;
   std::error_code ec;
