@@ -156,15 +156,14 @@ std::string sweep::start() {
   sys_cfg_->add_message_types<caf::id_block::bb>();
   sys_ = std::make_unique<caf::actor_system>(*sys_cfg_);
   stops_.push_back([this] {
-    // Every handle goes before the system: an actor still referenced when the system is
-    // destroyed would finish its thread on a system that is gone.
+    // Handles must not outlive their actor system.
     coordinator_ = nullptr;
     generator_ = nullptr;
-    reporter_ = nullptr;
     generative_ = {};
+    reporter_ = nullptr;
     evaluators_.clear();
     local_ = {};
-    nodes_.slots.clear();
+    nodes_ = {};
     sys_.reset(); // waits for every actor: no runner writes its log any more
     if (setup_.run_dir.empty()) {
       std::error_code ec;
@@ -198,8 +197,12 @@ void sweep::start_console() {
 }
 
 void sweep::start_reporter() {
-  reporter_config rcfg{setup_.run_dir, setup_.command, setup_.s.p, setup_.inputs_per_op.size(),
-                       setup_.resumed.previous};
+  reporter_config rcfg;
+  rcfg.log_dir = setup_.run_dir;
+  rcfg.command = setup_.command;
+  rcfg.p = setup_.s.p;
+  rcfg.expected_jobs = setup_.inputs_per_op.size();
+  rcfg.previous = setup_.resumed.previous;
   rcfg.previous_versions = setup_.resumed.versions;
   rcfg.board = board_;
   std::error_code ec;
