@@ -33,8 +33,9 @@ kernel_agent_author(author_actor::stateful_pointer<kernel_agent_author_state>,
                     kernel_agent_config cfg) {
   return {
     [cfg](atom::write, const author_request& req) -> author_reply {
-      spdlog::info("kernel_agent_author: {} v{}: agent started ({} workers, {} rounds)",
-                   req.op.op_name, req.version, cfg.workers, cfg.max_rounds);
+      spdlog::info("kernel_agent_author: {} v{}: agent started ({} workers, {} rounds{})",
+                   req.op.op_name, req.version, cfg.workers, cfg.max_rounds,
+                   cfg.model.empty() ? "" : ", model " + cfg.model);
       return run_kernel_agent(cfg, req, sleep_for);
     },
   };

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/compile_step.hpp"
 #include "results/results.hpp"
 #include "messages/errors.hpp"
 
@@ -20,14 +21,30 @@ namespace {
 void dispatch(coordinator_pointer self);
 void settle(coordinator_pointer self, eval_result result);
 
+// Whether an evaluation is running or its verdict is on its way to the reporter.
+bool anything_running(const coordinator_state& st) {
+  auto ids = st.table.unfinished();
+  return !st.busy.empty() || std::any_of(ids.begin(), ids.end(), [&](uint64_t id) {
+           return st.table.state_of(id) == job_table::state::reviewing;
+         });
+}
+
+// Asks the reporter for the reports (partial when jobs remain) and answers `run` with them.
+void finish(coordinator_pointer self) {
+  auto& st = self->state;
+  st.finished = true;
+  auto deliver = [=](sweep_report& report) { self->state.promise.deliver(std::move(report)); };
+  auto fail = [=](caf::error& err) { self->state.promise.deliver(err); };
+  if (st.table.all_done())
+    self->request(st.reporter, caf::infinite, atom::finish_v).then(deliver, fail);
+  else
+    self->request(st.reporter, caf::infinite, atom::stop_v).then(deliver, fail);
+}
+
 void finish_if_done(coordinator_pointer self) {
   auto& st = self->state;
-  if (!st.table.all_done() || st.finished)
-    return;
-  st.finished = true;
-  self->request(st.reporter, caf::infinite, atom::finish_v)
-    .then([=](sweep_report& report) { self->state.promise.deliver(std::move(report)); },
-          [=](caf::error& err) { self->state.promise.deliver(err); });
+  if (!st.finished && (st.table.all_done() || (st.stopping && !anything_running(st))))
+    finish(self);
 }
 
 void compile_then_queue(coordinator_pointer self, uint64_t id, artefact a);
@@ -36,7 +53,7 @@ void compile_then_queue(coordinator_pointer self, uint64_t id, artefact a);
 // version to evaluate.
 void follow(coordinator_pointer self, uint64_t id, generation_step step, eval_result evaluated) {
   auto& st = self->state;
-  if (st.table.state_of(id) != job_table::state::reviewing)
+  if (st.finished || st.table.state_of(id) != job_table::state::reviewing)
     return; // abandoned meanwhile (no evaluator left)
   // Every evaluated version is journaled: a resumed campaign takes up from there.
   if (st.cfg.numbered_versions)
@@ -57,6 +74,8 @@ void follow(coordinator_pointer self, uint64_t id, generation_step step, eval_re
 // which makes them final (to the reporter) or writes the next version.
 void settle(coordinator_pointer self, eval_result result) {
   auto& st = self->state;
+  if (st.finished)
+    return; // halted: the reports are written, --resume runs this job again
   auto id = result.job_id;
   switch (st.table.finish(result)) {
     case job_table::verdict::stale:
@@ -87,6 +106,8 @@ void settle(coordinator_pointer self, eval_result result) {
 // With no evaluator left, every unfinished job ends as an infrastructure failure.
 void fail_remaining(coordinator_pointer self, const std::string& why) {
   auto& st = self->state;
+  if (st.stopping)
+    return; // stopped on purpose: the remaining jobs are left for --resume
   for (auto id : st.table.unfinished()) {
     auto r = failed_result(st.table.abandon(id), outcome::infra_error, why);
     self->send(st.reporter, atom::result_v, std::move(r));
@@ -122,7 +143,7 @@ void lose_evaluator(coordinator_pointer self, const caf::actor_addr& who, const 
 
 void dispatch(coordinator_pointer self) {
   auto& st = self->state;
-  while (!st.idle.empty() && st.table.queued() > 0) {
+  while (!st.stopping && !st.idle.empty() && st.table.queued() > 0) {
     auto worker = st.idle.back();
     st.idle.pop_back();
     auto job = *st.table.next();
@@ -158,33 +179,18 @@ void compile_then_queue(coordinator_pointer self, uint64_t id, artefact a) {
     finish_if_done(self);
     return;
   }
-  if ((a.kind != "cpp" && a.kind != "cu") || !st.compiler) {
-    st.table.set_artefact(id, std::move(a));
-    dispatch(self);
-    return;
-  }
-  self->request(st.compiler, st.cfg.compile_timeout, atom::compile_v, a)
-    .then(
-      [=](compile_outcome& out) mutable {
-        auto& st = self->state;
-        if (out.status == "ok") {
-          a.object_path = out.object_path;
-          st.table.set_artefact(id, std::move(a));
-          dispatch(self);
-          return;
-        }
-        auto job = st.table.job(id);
-        job.kernel = a;
-        auto why = out.status == "needs_cuda" ? outcome::needs_cuda : outcome::compile_failed;
-        auto detail = out.message + (out.log_path.empty() ? "" : "\n(full log: " + out.log_path + ")");
-        settle(self, failed_result(job, why, detail));
-        finish_if_done(self);
-      },
-      [=](caf::error& err) {
-        auto job = self->state.table.job(id);
-        settle(self, failed_result(job, outcome::compile_failed, "compile pool failed: " + describe(err)));
-        finish_if_done(self);
-      });
+  auto job = st.table.job(id);
+  job.kernel = std::move(a);
+  prepare_job(
+    self, st.compiler, std::move(job),
+    [=](eval_job ready) {
+      self->state.table.set_artefact(id, std::move(ready.kernel));
+      dispatch(self);
+    },
+    [=](eval_result failed) {
+      settle(self, std::move(failed));
+      finish_if_done(self);
+    });
 }
 
 void start(coordinator_pointer self) {
@@ -258,6 +264,26 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, coordinat
       }
       if (st.started)
         dispatch(self);
+    },
+    [=](atom::stop) {
+      auto& st = self->state;
+      if (st.stopping)
+        return;
+      st.stopping = true;
+      spdlog::warn("coordinator: stopping: no new jobs; {} running finish", st.busy.size());
+      if (st.started)
+        finish_if_done(self);
+    },
+    [=](atom::halt) {
+      auto& st = self->state;
+      if (st.finished)
+        return;
+      if (!st.busy.empty())
+        spdlog::warn("coordinator: halting: {} running jobs abandoned", st.busy.size());
+      st.stopping = true;
+      st.busy.clear();
+      if (st.started)
+        finish(self);
     },
   };
 }

@@ -25,7 +25,6 @@ struct coordinator_config {
   bool numbered_versions = false;
   /// The first version of an operator whose earlier versions a resumed campaign evaluated.
   std::map<std::string, uint32_t> first_versions;
-  caf::timespan compile_timeout = std::chrono::minutes(30);
 };
 
 caf::error validate(const coordinator_config& cfg);
@@ -47,6 +46,8 @@ struct coordinator_state {
   bool started = false;
   /// The reports were asked for: later events change nothing.
   bool finished = false;
+  /// Told to stop: nothing more is dispatched; the reports are partial.
+  bool stopping = false;
   caf::typed_response_promise<sweep_report> promise;
 };
 

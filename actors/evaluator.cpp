@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <mutex>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -29,18 +30,27 @@ caf::error validate(const evaluator_config& cfg) {
 
 namespace {
 
+// The slot's scratch folder: its jobs' working folders go inside (a fresh one in a sandbox).
+std::filesystem::path scratch_root(const evaluator_config& cfg) {
+  return std::filesystem::path(cfg.log_dir).parent_path() / "scratch"
+         / ("slot" + std::to_string(cfg.slot));
+}
+
 runner_spec spec_of(const evaluator_config& cfg) {
   runner_spec spec;
   spec.program = cfg.runner;
-  spec.args = {"--device", cfg.device, "--node", cfg.node, "--cpu-warmup",
-               std::to_string(cfg.cpu_warmup), "--cpu-runs", std::to_string(cfg.cpu_runs),
-               "--cpu-max-seconds", std::to_string(cfg.cpu_max_seconds), "--gpu-warmup-ms",
-               std::to_string(cfg.gpu_warmup_ms), "--gpu-rep-ms", std::to_string(cfg.gpu_rep_ms)};
+  spec.options = cfg.options;
+  spec.options.device = cfg.device;
+  spec.options.node = cfg.node;
   spec.log_path = cfg.log_dir + "/runner_" + cfg.node + "_slot" + std::to_string(cfg.slot) + ".log";
   // Each runner sees only its own GPU, as device 0.
   if (cfg.device == "cuda")
     spec.env.push_back("CUDA_VISIBLE_DEVICES=" + cfg.gpu);
   spec.memory_limit_bytes = cfg.memory_limit_bytes;
+  spec.sandbox = cfg.sandbox;
+  spec.sandbox.scratch = scratch_root(cfg).string();
+  if (cfg.device == "cuda")
+    spec.sandbox.devices = gpu_device_nodes(cfg.gpu);
   return spec;
 }
 
@@ -56,6 +66,12 @@ std::string ensure_runner(evaluator_state& st) {
     if (why.empty() && after_fault)
       why = st.runner.check(static_cast<int>(st.cfg.call_timeout_s * 1000));
     if (why.empty()) {
+      static std::once_flag said;
+      if (auto& how = st.runner.where().sandbox; how.rfind("none", 0) == 0)
+        std::call_once(said, [&] {
+          spdlog::warn("evaluator {}/{}: runners run without a sandbox (evaluator.sandbox = auto): {}",
+                       st.cfg.node, st.cfg.slot, how.substr(6));
+        });
       if (after_fault) {
         ++st.restarts;
         ++st.unreported_restarts;
@@ -70,12 +86,40 @@ std::string ensure_runner(evaluator_state& st) {
 
 // The job's scratch folder: the runner's working folder while the job runs, removed after.
 std::string scratch_for(const evaluator_config& cfg, const eval_job& job) {
-  auto dir = std::filesystem::path(cfg.log_dir).parent_path() / "scratch"
-             / ("slot" + std::to_string(cfg.slot))
-             / ("job" + std::to_string(job.job_id) + "_" + std::to_string(job.attempt));
+  auto dir = scratch_root(cfg) / ("job" + std::to_string(job.job_id) + "_" + std::to_string(job.attempt));
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   return ec ? "" : dir.string();
+}
+
+} // namespace
+
+namespace {
+
+// Runs `job` on the slot's runner until it ends: an input whose reference runs past the call
+// timeout is left out (reference_error) and the job runs again on a fresh runner without it.
+runner_supervisor::call_outcome run_on_runner(evaluator_state& st, eval_job& job, const std::string& tag) {
+  auto scratch = scratch_for(st.cfg, job);
+  runner_supervisor::call_outcome call;
+  for (size_t tries = 0;; ++tries) {
+    call = st.runner.evaluate(job, static_cast<int>(st.cfg.call_timeout_s * 1000),
+                              static_cast<int>(st.cfg.job_timeout_s * 1000), scratch);
+    if (call.ok || call.why != outcome::reference_error
+        || tries > job.correctness_inputs.size() + job.performance_inputs.size())
+      break;
+    spdlog::warn("evaluator {}: job {} ({}): {}; leaving that input out", tag, job.job_id,
+                 job.op_name, call.failed_input.message);
+    job.reference_failures.push_back(call.failed_input);
+    if (auto err = ensure_runner(st); !err.empty()) {
+      call.why = outcome::infra_error;
+      call.detail = "no runner after a reference timeout: " + err;
+      break;
+    }
+  }
+  std::error_code ec;
+  if (!scratch.empty())
+    std::filesystem::remove_all(scratch, ec);
+  return call;
 }
 
 } // namespace
@@ -87,10 +131,15 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
   }
   std::error_code ec;
   std::filesystem::create_directories(cfg.log_dir, ec);
+  self->state.references = reference_cache(cfg.options.reference_cache_dir);
+  std::filesystem::create_directories(scratch_root(cfg), ec); // a sandbox mounts its own there
   self->state.cfg = std::move(cfg);
   return {
-    [=](atom::evaluate, const eval_job& job) -> caf::result<eval_result> {
+    [=](atom::evaluate, eval_job job) -> caf::result<eval_result> {
+      using clock = std::chrono::steady_clock;
       auto& st = self->state;
+      auto arrived = clock::now();
+      double waiting = std::chrono::duration<double>(arrived - st.idle_since).count();
       auto tag = st.cfg.node + "/" + std::to_string(st.cfg.slot);
       if (auto err = ensure_runner(st); !err.empty()) {
         // This slot cannot run anything: out of service. Quitting makes the coordinator
@@ -100,18 +149,24 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
         self->quit(down);
         return down;
       }
+      auto started = clock::now();
       ++st.jobs;
       spdlog::debug("evaluator {}: job {} ({}) attempt {} started", tag, job.job_id, job.op_name,
                     job.attempt);
-      auto scratch = scratch_for(st.cfg, job);
-      auto call = st.runner.evaluate(job, static_cast<int>(st.cfg.call_timeout_s * 1000),
-                                     static_cast<int>(st.cfg.job_timeout_s * 1000), scratch);
-      std::error_code ec;
-      if (!scratch.empty())
-        std::filesystem::remove_all(scratch, ec);
+      attach_cached_references(job, st.references, st.runner.where(), st.cfg.options);
+      auto call = run_on_runner(st, job, tag);
       auto result = call.ok ? std::move(call.result) : failed_result(job, call.why, call.detail);
+      keep_measured_references(result, job, st.references, st.cfg.options);
       result.runner_restarts = std::exchange(st.unreported_restarts, 0);
+      auto ended = clock::now();
+      result.phases["waiting"] += waiting;
+      result.phases["runner_start"] += std::chrono::duration<double>(started - arrived).count();
+      double evaluated = std::chrono::duration<double>(ended - started).count();
+      if (call.ok)
+        result.phases["moving_results"] += std::max(0.0, evaluated - result.wall_seconds);
+      st.idle_since = ended;
       if (call.ok) {
+        result.where.slot = st.cfg.slot;
         // A runner that lost its CUDA context, or whose Python a kernel spoiled, exits after
         // its result: the next job gets a fresh one.
         auto& flags = result.flags;
@@ -124,6 +179,7 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
                    job.op_name, to_string(call.why), call.detail);
       result.where = st.runner.where();
       result.where.artefact_hash = job.kernel.hash;
+      result.where.slot = st.cfg.slot;
       return result;
     },
     [](atom::ping) { return atom::pong_v; },

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include <caf/error.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "artefacts/reference_cache.hpp"
 #include "process/runner_supervisor.hpp"
 #include "messages/types.hpp"
 
@@ -36,11 +38,11 @@ struct evaluator_config {
   /// Fresh runners that fail the device check in a row before the slot is taken out of
   /// service.
   uint32_t check_attempts = 3;
-  int64_t cpu_warmup = 10;
-  int64_t cpu_runs = 100;
-  double cpu_max_seconds = 0.0;
-  double gpu_warmup_ms = 25.0;
-  double gpu_rep_ms = 100.0;
+  /// How the runner evaluates and times (its device and node are set from this config).
+  runner_options options;
+  /// The node's sandbox for runners; each slot adds its scratch folder and, on a GPU, its
+  /// device nodes.
+  sandbox_policy sandbox;
 };
 
 caf::error validate(const evaluator_config& cfg);
@@ -54,6 +56,10 @@ struct evaluator_state {
   /// Restarts not yet reported with a result.
   uint32_t unreported_restarts = 0;
   uint64_t jobs = 0;
+  /// Reference timings shared with other sweeps (options.reference_cache_dir).
+  reference_cache references;
+  /// When the last job ended: the time until the next one is the slot's waiting.
+  std::chrono::steady_clock::time_point idle_since = std::chrono::steady_clock::now();
 };
 
 using evaluator_pointer = evaluator_actor::stateful_pointer<evaluator_state>;

@@ -108,13 +108,17 @@ void dispatch(generative_pointer self) {
   }
 }
 
-void ask_for_version(generative_pointer self, op_campaign& c, const std::string& feedback,
-                     std::function<void(artefact)> deliver) {
+// Asks for the next version of an operator; `previous` is the evaluation of the last one
+// (none for v1), `feedback` what it says to the author.
+void ask_for_version(generative_pointer self, op_campaign& c, const eval_result* previous,
+                     const std::string& feedback, std::function<void(artefact)> deliver) {
   auto& st = self->state;
   author_request req;
   req.op = c.brief;
   req.version = ++c.versions_asked;
   req.feedback = feedback;
+  if (previous)
+    req.previous = *previous;
   req.log_dir = st.folder.agent_logs();
   st.waiting.push_back({std::move(req), std::move(deliver)});
   dispatch(self);
@@ -207,11 +211,11 @@ generator_actor::behavior_type generative_generator(generative_pointer self, gen
       }
       // A resumed operator goes on from its last evaluated version, with its feedback.
       auto& c = it->second;
-      auto feedback = c.history.versions().empty()
-                        ? std::string()
-                        : describe_for_feedback(c.history.versions().back(), c.last_code,
-                                                self->state.cfg.policy.p);
-      ask_for_version(self, c, feedback, [rp](artefact a) mutable { rp.deliver(std::move(a)); });
+      const auto* last = c.history.versions().empty() ? nullptr : &c.history.versions().back();
+      auto feedback = last ? describe_for_feedback(*last, c.last_code, self->state.cfg.policy.p)
+                           : std::string();
+      ask_for_version(self, c, last, feedback,
+                      [rp](artefact a) mutable { rp.deliver(std::move(a)); });
       return rp;
     },
     [=](atom::revise, eval_result& r) -> caf::typed_response_promise<generation_step> {
@@ -230,7 +234,7 @@ generator_actor::behavior_type generative_generator(generative_pointer self, gen
       if (c.history.wants_another(st.cfg.policy)) {
         write_summaries(self, c);
         auto feedback = describe_for_feedback(r, c.last_code, st.cfg.policy.p);
-        ask_for_version(self, c, feedback, [rp](artefact a) mutable {
+        ask_for_version(self, c, &r, feedback, [rp](artefact a) mutable {
           generation_step step;
           step.final = false;
           step.next = std::move(a);

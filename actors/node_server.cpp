@@ -10,15 +10,14 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
-#include "results/results.hpp"
+#include "actors/compile_step.hpp"
 #include "actors/zmq_wake.hpp"
+#include "results/results.hpp"
 #include "messages/errors.hpp"
 
 namespace bb {
 
 namespace {
-
-using clock = std::chrono::steady_clock;
 
 constexpr const char* wake_endpoint = "inproc://bbnode-finished";
 
@@ -92,157 +91,207 @@ wire_message reply(std::string kind) {
 
 } // namespace
 
-node_server::node_server(caf::actor_system& sys, node_server_config cfg,
-                         std::vector<evaluator_actor> slots, compile_pool_actor compiler)
-  : sys_(sys), cfg_(std::move(cfg)), slots_(std::move(slots)), compiler_(std::move(compiler)) {
-}
+namespace {
 
-std::string node_server::run() {
-  zmq::context_t ctx;
-  // With CURVE, ZeroMQ asks this ZAP socket about every peer: only the coordinator's key passes.
-  zmq::socket_t zap(ctx, zmq::socket_type::rep);
-  bool curve = !cfg_.secret_key.empty();
-  std::string allowed(32, '\0');
-  if (curve) {
-    zap.bind("inproc://zeromq.zap.01");
-    if (!zmq_z85_decode(reinterpret_cast<uint8_t*>(allowed.data()), cfg_.coordinator_key.c_str()))
-      return "the coordinator's public key is not a Z85 key";
+// One serving session: the node's ROUTER socket (with its ZAP socket under CURVE), in named
+// steps. Each round answers ZAP, sends the results the evaluators finished, takes one message
+// from a peer and forgets a coordinator that fell silent.
+class serve_loop {
+public:
+  serve_loop(caf::actor_system& sys, const node_server_config& cfg, const std::vector<evaluator_actor>& slots,
+             const compile_pool_actor& compiler)
+    : sys_(sys), cfg_(cfg), slots_(slots), compiler_(compiler), zap_(ctx_, zmq::socket_type::rep),
+      router_(ctx_, zmq::socket_type::router), wakeups_(ctx_, zmq::socket_type::pull),
+      done_(std::make_shared<finished_queue>()),
+      evaluate_timeout_(std::chrono::duration_cast<caf::timespan>(
+        std::chrono::duration<double>(cfg.evaluate_timeout_s))) {
   }
-  zmq::socket_t router(ctx, zmq::socket_type::router);
-  router.set(zmq::sockopt::linger, 0);
-  if (curve) {
-    router.set(zmq::sockopt::curve_server, 1);
-    router.set(zmq::sockopt::curve_secretkey, cfg_.secret_key);
-    router.set(zmq::sockopt::zap_domain, "bbcluster");
-  }
-  try {
-    router.bind(cfg_.endpoint);
-  } catch (const zmq::error_t& e) {
-    return "cannot listen on " + cfg_.endpoint + ": " + e.what();
-  }
-  auto bound = router.get(zmq::sockopt::last_endpoint);
-  if (cfg_.on_bound)
-    cfg_.on_bound(bound);
-  zmq::socket_t wakeups(ctx, zmq::socket_type::pull);
-  wakeups.bind(wake_endpoint);
-  auto done = std::make_shared<finished_queue>();
-  done->ctx = &ctx;
-  std::string coordinator;
-  auto last_heard = clock::now();
-  auto evaluate_timeout = std::chrono::duration_cast<caf::timespan>(
-    std::chrono::duration<double>(cfg_.evaluate_timeout_s));
-  spdlog::info("node_server: {} serving {} slots on {}", cfg_.info.name, slots_.size(), bound);
 
-  // Runs one job on its slot (building a native kernel first) in a short-lived actor.
-  auto dispatch = [&](const std::string& from, uint32_t slot, eval_job job) {
-    auto evaluator = slots_[slot];
-    auto compiler = compiler_;
-    sys_.spawn([=](caf::event_based_actor* self) mutable {
-      auto evaluate = [=](eval_job j) {
-        self->request(evaluator, evaluate_timeout, atom::evaluate_v, j)
-          .then([=](eval_result& r) { done->push(from, slot, std::move(r)); },
-                [=](caf::error& err) {
-                  done->push(from, slot, failed_result(j, outcome::infra_error, "slot lost: " + describe(err)));
-                });
-      };
-      if ((job.kernel.kind != "cpp" && job.kernel.kind != "cu") || !compiler) {
-        evaluate(job);
-        return;
-      }
-      self->request(compiler, evaluate_timeout, atom::compile_v, job.kernel)
-        .then(
-          [=](compile_outcome& out) mutable {
-            if (out.status == "ok") {
-              job.kernel.object_path = out.object_path;
-              evaluate(job);
-              return;
-            }
-            auto why = out.status == "needs_cuda" ? outcome::needs_cuda : outcome::compile_failed;
-            done->push(from, slot, failed_result(job, why, out.message));
-          },
-          [=](caf::error& err) {
-            done->push(from, slot, failed_result(job, outcome::compile_failed, describe(err)));
-          });
-    });
-  };
+  // Binds the sockets and tells the program where; "" or why it cannot serve.
+  std::string bind() {
+    // With CURVE, ZeroMQ asks this ZAP socket about every peer: only the coordinator's key passes.
+    curve_ = !cfg_.secret_key.empty();
+    allowed_.assign(32, '\0');
+    if (curve_) {
+      zap_.bind("inproc://zeromq.zap.01");
+      if (!zmq_z85_decode(reinterpret_cast<uint8_t*>(allowed_.data()), cfg_.coordinator_key.c_str()))
+        return "the coordinator's public key is not a Z85 key";
+    }
+    router_.set(zmq::sockopt::linger, 0);
+    if (curve_) {
+      router_.set(zmq::sockopt::curve_server, 1);
+      router_.set(zmq::sockopt::curve_secretkey, cfg_.secret_key);
+      router_.set(zmq::sockopt::zap_domain, "bbcluster");
+    }
+    try {
+      router_.bind(cfg_.endpoint);
+    } catch (const zmq::error_t& e) {
+      return "cannot listen on " + cfg_.endpoint + ": " + e.what();
+    }
+    auto bound = router_.get(zmq::sockopt::last_endpoint);
+    if (cfg_.on_bound)
+      cfg_.on_bound(bound);
+    wakeups_.bind(wake_endpoint);
+    done_->ctx = &ctx_;
+    last_heard_ = clock::now();
+    spdlog::info("node_server: {} serving {} slots on {}", cfg_.info.name, slots_.size(), bound);
+    return "";
+  }
 
-  while (!stopping_) {
-    zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},
-                               {wakeups.handle(), 0, ZMQ_POLLIN, 0},
-                               {curve ? zap.handle() : nullptr, 0, static_cast<short>(curve ? ZMQ_POLLIN : 0), 0}};
+  void serve_round() {
+    zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
+                               {wakeups_.handle(), 0, ZMQ_POLLIN, 0},
+                               {curve_ ? zap_.handle() : nullptr, 0, static_cast<short>(curve_ ? ZMQ_POLLIN : 0), 0}};
     if (!poll_some(items, 200))
-      continue;
-    if (curve && (items[2].revents & ZMQ_POLLIN))
-      answer_zap(zap, allowed);
+      return;
+    if (curve_ && (items[2].revents & ZMQ_POLLIN))
+      answer_zap(zap_, allowed_);
     if (items[1].revents & ZMQ_POLLIN)
-      drain(wakeups);
-    for (auto& f : done->take()) {
-      if (f.coordinator == coordinator)
-        send(router, coordinator, [&] {
+      drain(wakeups_);
+    send_finished();
+    if (items[0].revents & ZMQ_POLLIN)
+      receive_one();
+    forget_silent_coordinator();
+  }
+
+  // Results finished after this point are dropped: nobody sends them any more.
+  void close() {
+    done_->close();
+  }
+
+private:
+  using clock = std::chrono::steady_clock;
+
+  // The results the evaluators finished, to the coordinator that sent their jobs.
+  void send_finished() {
+    for (auto& f : done_->take()) {
+      if (f.coordinator == coordinator_)
+        send(router_, coordinator_, [&] {
           auto m = reply("result");
           m.slot = f.slot;
           m.result = std::move(f.result);
           return m;
         }());
     }
-    if (items[0].revents & ZMQ_POLLIN) {
-      zmq::message_t id, payload;
-      if (!router.recv(id) || !id.more() || !router.recv(payload))
-        continue;
-      while (payload.more()) // a peer that sent more frames than the protocol has
-        (void)router.recv(payload);
-      std::string from = id.to_string();
-      wire_message msg;
-      try {
-        msg = unpack<wire_message>(payload.to_string());
-      } catch (const std::exception& e) {
-        auto r = reply("refuse");
-        r.text = std::string("malformed message: ") + e.what();
-        send(router, from, r);
-        continue;
-      }
-      if (msg.protocol != protocol_version) {
-        auto r = reply("refuse");
-        r.text = "this node speaks protocol " + std::to_string(protocol_version) + ", not "
-                 + std::to_string(msg.protocol) + ": use the same bbcluster version on both sides";
-        spdlog::warn("node_server: refused a peer: {}", r.text);
-        send(router, from, r);
-        continue;
-      }
-      if (msg.kind == "hello") {
-        if (!coordinator.empty() && coordinator != from)
-          spdlog::info("node_server: a new coordinator replaces the previous one");
-        coordinator = from;
-        last_heard = clock::now();
-        auto r = reply("welcome");
-        r.node = cfg_.info;
-        send(router, from, r);
-      } else if (from != coordinator) {
-        auto r = reply("refuse");
-        r.text = "say hello first";
-        send(router, from, r);
-      } else if (msg.kind == "ping") {
-        last_heard = clock::now();
-        send(router, from, reply("pong"));
-      } else if (msg.kind == "job" && msg.slot < slots_.size()) {
-        last_heard = clock::now();
-        dispatch(from, msg.slot, std::move(msg.job));
-      } else if (msg.kind == "bye") {
-        coordinator.clear();
-      } else {
-        auto r = reply("refuse");
-        r.text = "unknown message '" + msg.kind + "' or slot " + std::to_string(msg.slot);
-        send(router, from, r);
-      }
+  }
+
+  void refuse(const std::string& to, std::string why) {
+    auto r = reply("refuse");
+    r.text = std::move(why);
+    send(router_, to, r);
+  }
+
+  // One message from a peer: checked, then answered by its kind.
+  void receive_one() {
+    zmq::message_t id, payload;
+    if (!router_.recv(id) || !id.more() || !router_.recv(payload))
+      return;
+    while (payload.more()) // a peer that sent more frames than the protocol has
+      (void)router_.recv(payload);
+    std::string from = id.to_string();
+    wire_message msg;
+    try {
+      msg = unpack<wire_message>(payload.to_string());
+    } catch (const std::exception& e) {
+      refuse(from, std::string("malformed message: ") + e.what());
+      return;
     }
-    if (!coordinator.empty()
-        && std::chrono::duration<double>(clock::now() - last_heard).count() > cfg_.coordinator_silence_s) {
-      spdlog::warn("node_server: the coordinator was silent for {} s: idle, waiting for the next",
-                   cfg_.coordinator_silence_s);
-      coordinator.clear();
+    if (msg.protocol != protocol_version) {
+      auto why = "this node speaks protocol " + std::to_string(protocol_version) + ", not "
+                 + std::to_string(msg.protocol) + ": use the same bbcluster version on both sides";
+      spdlog::warn("node_server: refused a peer: {}", why);
+      refuse(from, why);
+      return;
+    }
+    handle(from, msg);
+  }
+
+  void handle(const std::string& from, wire_message& msg) {
+    if (msg.kind == "hello") {
+      if (!coordinator_.empty() && coordinator_ != from)
+        spdlog::info("node_server: a new coordinator replaces the previous one");
+      coordinator_ = from;
+      last_heard_ = clock::now();
+      auto r = reply("welcome");
+      r.node = cfg_.info;
+      send(router_, from, r);
+    } else if (from != coordinator_) {
+      refuse(from, "say hello first");
+    } else if (msg.kind == "ping") {
+      last_heard_ = clock::now();
+      send(router_, from, reply("pong"));
+    } else if (msg.kind == "job" && msg.slot < slots_.size()) {
+      last_heard_ = clock::now();
+      dispatch(from, msg.slot, std::move(msg.job));
+    } else if (msg.kind == "bye") {
+      coordinator_.clear();
+    } else {
+      refuse(from, "unknown message '" + msg.kind + "' or slot " + std::to_string(msg.slot));
     }
   }
-  done->close();
+
+  // A dead coordinator leaves the node idle, ready for the next.
+  void forget_silent_coordinator() {
+    if (!coordinator_.empty()
+        && std::chrono::duration<double>(clock::now() - last_heard_).count() > cfg_.coordinator_silence_s) {
+      spdlog::warn("node_server: the coordinator was silent for {} s: idle, waiting for the next",
+                   cfg_.coordinator_silence_s);
+      coordinator_.clear();
+    }
+  }
+
+  // Runs one job on its slot (building a native kernel first) in a short-lived actor.
+  void dispatch(const std::string& from, uint32_t slot, eval_job job) {
+    auto done = done_;
+    auto evaluate_timeout = evaluate_timeout_;
+    auto evaluator = slots_[slot];
+    auto compiler = compiler_;
+    sys_.spawn([=](caf::event_based_actor* self) mutable {
+      prepare_job(
+        self, compiler, std::move(job),
+        [=](eval_job ready) {
+          self->request(evaluator, evaluate_timeout, atom::evaluate_v, ready)
+            .then([=](eval_result& r) { done->push(from, slot, std::move(r)); },
+                  [=](caf::error& err) {
+                    done->push(from, slot,
+                               failed_result(ready, outcome::infra_error, "slot lost: " + describe(err)));
+                  });
+        },
+        [=](eval_result failed) { done->push(from, slot, std::move(failed)); });
+    });
+  }
+
+  caf::actor_system& sys_;
+  const node_server_config& cfg_;
+  const std::vector<evaluator_actor>& slots_;
+  const compile_pool_actor& compiler_;
+  zmq::context_t ctx_;
+  zmq::socket_t zap_;
+  zmq::socket_t router_;
+  zmq::socket_t wakeups_;
+  bool curve_ = false;
+  std::string allowed_;
+  std::shared_ptr<finished_queue> done_;
+  caf::timespan evaluate_timeout_;
+  /// The routing id of the coordinator served now; empty: none.
+  std::string coordinator_;
+  clock::time_point last_heard_ = clock::now();
+};
+
+} // namespace
+
+node_server::node_server(caf::actor_system& sys, node_server_config cfg,
+                         std::vector<evaluator_actor> slots, compile_pool_actor compiler)
+  : sys_(sys), cfg_(std::move(cfg)), slots_(std::move(slots)), compiler_(std::move(compiler)) {
+}
+
+std::string node_server::run() {
+  serve_loop loop(sys_, cfg_, slots_, compiler_);
+  if (auto err = loop.bind(); !err.empty())
+    return err;
+  while (!stopping_)
+    loop.serve_round();
+  loop.close();
   return "";
 }
 

@@ -16,8 +16,6 @@ namespace bb {
 
 namespace {
 
-using clock = std::chrono::steady_clock;
-
 std::string wake_endpoint(const void* link) {
   return "inproc://bbcluster-link-" + std::to_string(reinterpret_cast<uintptr_t>(link));
 }
@@ -117,140 +115,212 @@ void remote_node::stop() {
   thread_.join();
 }
 
-caf::expected<std::vector<evaluator_actor>> remote_node::connect() {
-  std::promise<std::string> welcomed;
-  auto answer = welcomed.get_future();
-  thread_ = std::thread([this, &welcomed] {
-    auto st = state_;
-    zmq::socket_t dealer(st->ctx, zmq::socket_type::dealer);
-    dealer.set(zmq::sockopt::linger, 0);
-    zmq::socket_t wakeups(st->ctx, zmq::socket_type::pull);
-    wakeups.bind(wake_endpoint(st.get()));
-    if (!cfg_.node_key.empty()) {
-      dealer.set(zmq::sockopt::curve_serverkey, cfg_.node_key);
-      dealer.set(zmq::sockopt::curve_publickey, cfg_.public_key);
-      dealer.set(zmq::sockopt::curve_secretkey, cfg_.secret_key);
-    }
-    dealer.connect(cfg_.endpoint);
-    auto send = [&](const wire_message& m) { dealer.send(zmq::buffer(pack(m)), zmq::send_flags::dontwait); };
-    wire_message hello;
-    hello.kind = "hello";
-    send(hello);
-    bool connected = false, answered = false;
-    auto started = clock::now(), last_heard = clock::now(), last_beat = clock::now();
-    auto seconds_since = [](clock::time_point t) {
-      return std::chrono::duration<double>(clock::now() - t).count();
-    };
-    // Fresh slot actors for the node's slots.
-    auto make_slots = [&] {
-      std::vector<remote_slot_actor> slots;
-      for (uint32_t i = 0; i < info_.slots; ++i)
-        slots.push_back(sys_.spawn(remote_slot, st, i, cfg_.name));
-      std::lock_guard<std::mutex> guard(st->m);
-      st->slots = slots;
-    };
-    auto lose = [&](const std::string& why) {
-      std::vector<remote_slot_actor> slots;
-      {
-        std::lock_guard<std::mutex> guard(st->m);
-        slots.swap(st->slots);
-        st->outbox.clear();
-      }
-      for (auto& s : slots)
-        caf::anon_send(s, atom::lost_v, why);
-      connected = false;
-    };
-    while (!st->stopping) {
-      zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {wakeups.handle(), 0, ZMQ_POLLIN, 0}};
+namespace {
+
+// The link's thread: one DEALER socket to the node, in named steps. It greets the node, then
+// loops: forward what the slots queued, route what the node sent, keep the heartbeat, and
+// declare the node lost when it falls silent; a lost node is greeted again until it answers.
+class link_loop {
+public:
+  link_loop(caf::actor_system& sys, const remote_node_config& cfg, std::shared_ptr<remote_node::shared> st,
+            node_info& info, std::promise<std::string>& welcomed)
+    : sys_(sys), cfg_(cfg), st_(std::move(st)), info_(info), welcomed_(welcomed),
+      dealer_(st_->ctx, zmq::socket_type::dealer), wakeups_(st_->ctx, zmq::socket_type::pull) {
+  }
+
+  void run() {
+    open_sockets();
+    send(kind("hello"));
+    while (!st_->stopping) {
+      zmq::pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0}, {wakeups_.handle(), 0, ZMQ_POLLIN, 0}};
       if (!poll_some(items, 100))
         continue;
       if (items[1].revents & ZMQ_POLLIN)
-        drain(wakeups);
-      std::deque<wire_message> out;
-      {
-        std::lock_guard<std::mutex> guard(st->m);
-        out.swap(st->outbox);
-      }
-      for (auto& m : out)
-        if (connected && !m.kind.empty())
-          send(m);
-      while (items[0].revents & ZMQ_POLLIN) {
-        zmq::message_t payload;
-        if (!dealer.recv(payload, zmq::recv_flags::dontwait))
-          break;
-        wire_message msg;
-        try {
-          msg = unpack<wire_message>(payload.to_string());
-        } catch (const std::exception& e) {
-          spdlog::error("node {}: malformed message: {}", cfg_.name, e.what());
-          continue;
-        }
-        last_heard = clock::now();
-        if (msg.kind == "refuse") {
-          spdlog::error("node {}: refused: {}", cfg_.name, msg.text);
-          if (!answered) {
-            answered = true;
-            welcomed.set_value("node " + cfg_.name + " refused: " + msg.text);
-            return;
-          }
-        } else if (msg.kind == "welcome") {
-          info_ = msg.node;
-          make_slots();
-          if (!answered) {
-            answered = true;
-            connected = true;
-            welcomed.set_value("");
-          } else if (!connected) {
-            connected = true;
-            spdlog::info("node {}: back; rejoining with {} slots", cfg_.name, info_.slots);
-            std::vector<evaluator_actor> fresh;
-            coordinator_actor coordinator;
-            {
-              std::lock_guard<std::mutex> guard(st->m);
-              fresh.assign(st->slots.begin(), st->slots.end());
-              coordinator = st->coordinator;
-            }
-            if (coordinator)
-              caf::anon_send(coordinator, atom::join_v, std::move(fresh));
-          }
-        } else if (msg.kind == "result") {
-          remote_slot_actor slot;
-          {
-            std::lock_guard<std::mutex> guard(st->m);
-            if (msg.slot < st->slots.size())
-              slot = st->slots[msg.slot];
-          }
-          if (slot)
-            caf::anon_send(slot, atom::result_v, std::move(msg.result));
-        }
-      }
-      if (!answered && seconds_since(started) > cfg_.connect_timeout_s) {
-        welcomed.set_value("node " + cfg_.name + " (" + cfg_.endpoint + ") did not answer within "
-                           + std::to_string(int(cfg_.connect_timeout_s)) + " s");
+        drain(wakeups_);
+      forward_outbox();
+      if ((items[0].revents & ZMQ_POLLIN) && !receive_all())
+        return; // refused before the welcome
+      if (!answered_ && seconds_since(started_) > cfg_.connect_timeout_s) {
+        welcomed_.set_value("node " + cfg_.name + " (" + cfg_.endpoint + ") did not answer within "
+                            + std::to_string(int(cfg_.connect_timeout_s)) + " s");
         return;
       }
-      if (seconds_since(last_beat) >= cfg_.heartbeat_s) {
-        last_beat = clock::now();
-        wire_message beat;
-        // A lost node is greeted again: when it answers, it rejoins.
-        beat.kind = connected || !answered ? "ping" : "hello";
-        if (answered)
-          send(beat);
-        else
-          send(hello);
+      beat();
+      watch_silence();
+    }
+    if (connected_)
+      send(kind("bye"));
+    lose("the sweep ended");
+  }
+
+private:
+  using clock = std::chrono::steady_clock;
+
+  static wire_message kind(const char* k) {
+    wire_message m;
+    m.kind = k;
+    return m;
+  }
+
+  static double seconds_since(clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+  }
+
+  void open_sockets() {
+    dealer_.set(zmq::sockopt::linger, 0);
+    wakeups_.bind(wake_endpoint(st_.get()));
+    if (!cfg_.node_key.empty()) {
+      dealer_.set(zmq::sockopt::curve_serverkey, cfg_.node_key);
+      dealer_.set(zmq::sockopt::curve_publickey, cfg_.public_key);
+      dealer_.set(zmq::sockopt::curve_secretkey, cfg_.secret_key);
+    }
+    dealer_.connect(cfg_.endpoint);
+  }
+
+  void send(const wire_message& m) {
+    dealer_.send(zmq::buffer(pack(m)), zmq::send_flags::dontwait);
+  }
+
+  // What the slot actors queued (jobs), sent while the node is connected.
+  void forward_outbox() {
+    std::deque<wire_message> out;
+    {
+      std::lock_guard<std::mutex> guard(st_->m);
+      out.swap(st_->outbox);
+    }
+    for (auto& m : out)
+      if (connected_ && !m.kind.empty())
+        send(m);
+  }
+
+  // Every message waiting on the socket; false when the node refused us before welcoming.
+  bool receive_all() {
+    for (;;) {
+      zmq::message_t payload;
+      if (!dealer_.recv(payload, zmq::recv_flags::dontwait))
+        return true;
+      wire_message msg;
+      try {
+        msg = unpack<wire_message>(payload.to_string());
+      } catch (const std::exception& e) {
+        spdlog::error("node {}: malformed message: {}", cfg_.name, e.what());
+        continue;
       }
-      if (connected && seconds_since(last_heard) > cfg_.silence_s) {
-        auto why = "silent for " + std::to_string(int(seconds_since(last_heard))) + " s";
-        spdlog::error("node {}: lost ({}); its jobs go back to the queue", cfg_.name, why);
-        lose(why);
+      last_heard_ = clock::now();
+      if (msg.kind == "refuse") {
+        spdlog::error("node {}: refused: {}", cfg_.name, msg.text);
+        if (!answered_) {
+          answered_ = true;
+          welcomed_.set_value("node " + cfg_.name + " refused: " + msg.text);
+          return false;
+        }
+      } else if (msg.kind == "welcome") {
+        welcome(msg.node);
+      } else if (msg.kind == "result") {
+        route_result(msg);
       }
     }
-    wire_message bye;
-    bye.kind = "bye";
-    if (connected)
-      send(bye);
-    lose("the sweep ended");
-  });
+  }
+
+  // The node's welcome: the first one answers connect(); a later one is a lost node back.
+  void welcome(const node_info& node) {
+    info_ = node;
+    make_slots();
+    if (!answered_) {
+      answered_ = true;
+      connected_ = true;
+      welcomed_.set_value("");
+    } else if (!connected_) {
+      connected_ = true;
+      rejoin();
+    }
+  }
+
+  // Fresh slot actors for the node's slots.
+  void make_slots() {
+    std::vector<remote_slot_actor> slots;
+    for (uint32_t i = 0; i < info_.slots; ++i)
+      slots.push_back(sys_.spawn(remote_slot, st_, i, cfg_.name));
+    std::lock_guard<std::mutex> guard(st_->m);
+    st_->slots = slots;
+  }
+
+  void rejoin() {
+    spdlog::info("node {}: back; rejoining with {} slots", cfg_.name, info_.slots);
+    std::vector<evaluator_actor> fresh;
+    coordinator_actor coordinator;
+    {
+      std::lock_guard<std::mutex> guard(st_->m);
+      fresh.assign(st_->slots.begin(), st_->slots.end());
+      coordinator = st_->coordinator;
+    }
+    if (coordinator)
+      caf::anon_send(coordinator, atom::join_v, std::move(fresh));
+  }
+
+  void route_result(wire_message& msg) {
+    remote_slot_actor slot;
+    {
+      std::lock_guard<std::mutex> guard(st_->m);
+      if (msg.slot < st_->slots.size())
+        slot = st_->slots[msg.slot];
+    }
+    if (slot)
+      caf::anon_send(slot, atom::result_v, std::move(msg.result));
+  }
+
+  // Heartbeats; a lost node is greeted again: when it answers, it rejoins.
+  void beat() {
+    if (seconds_since(last_beat_) < cfg_.heartbeat_s)
+      return;
+    last_beat_ = clock::now();
+    if (answered_)
+      send(kind(connected_ ? "ping" : "hello"));
+    else
+      send(kind("hello"));
+  }
+
+  void watch_silence() {
+    if (!connected_ || seconds_since(last_heard_) <= cfg_.silence_s)
+      return;
+    auto why = "silent for " + std::to_string(int(seconds_since(last_heard_))) + " s";
+    spdlog::error("node {}: lost ({}); its jobs go back to the queue", cfg_.name, why);
+    lose(why);
+  }
+
+  // The slots quit (their jobs fail and are requeued); queued jobs are dropped.
+  void lose(const std::string& why) {
+    std::vector<remote_slot_actor> slots;
+    {
+      std::lock_guard<std::mutex> guard(st_->m);
+      slots.swap(st_->slots);
+      st_->outbox.clear();
+    }
+    for (auto& s : slots)
+      caf::anon_send(s, atom::lost_v, why);
+    connected_ = false;
+  }
+
+  caf::actor_system& sys_;
+  const remote_node_config& cfg_;
+  std::shared_ptr<remote_node::shared> st_;
+  node_info& info_;
+  std::promise<std::string>& welcomed_;
+  zmq::socket_t dealer_;
+  zmq::socket_t wakeups_;
+  bool connected_ = false;
+  bool answered_ = false;
+  clock::time_point started_ = clock::now();
+  clock::time_point last_heard_ = clock::now();
+  clock::time_point last_beat_ = clock::now();
+};
+
+} // namespace
+
+caf::expected<std::vector<evaluator_actor>> remote_node::connect() {
+  std::promise<std::string> welcomed;
+  auto answer = welcomed.get_future();
+  thread_ = std::thread([this, &welcomed] { link_loop(sys_, cfg_, state_, info_, welcomed).run(); });
   auto why = answer.get();
   if (!why.empty()) {
     thread_.join();

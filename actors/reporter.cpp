@@ -1,12 +1,16 @@
 #include "actors/reporter.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
 
+#include "results/profile.hpp"
+#include "results/report_html.hpp"
 #include "results/reports.hpp"
+#include "results/resume.hpp"
 #include "results/scoring.hpp"
 #include "messages/errors.hpp"
 
@@ -37,6 +41,68 @@ bool failed_as_a_whole(const eval_result& r) {
   return fails_job(r.outcome);
 }
 
+void write_html(reporter_pointer self, run_phase phase) {
+  auto& st = self->state;
+  report_page page;
+  page.command = st.cfg.command;
+  page.phase = phase;
+  page.ops_total = st.cfg.expected_jobs;
+  page.p = st.cfg.p;
+  page.results = st.results;
+  page.versions = st.versions;
+  page.kernel_dir = st.cfg.kernel_dir;
+  page.reload_s = st.cfg.reload_s;
+  page.resume_command = resume_command_for(st.cfg.log_dir);
+  auto err = write_file_atomically(std::filesystem::path(st.cfg.log_dir) / "report.html",
+                                   render_report_html(page, utc_now_text()));
+  if (!err.empty())
+    spdlog::error("reporter: {}", err);
+}
+
+// The reports that grow, after each finished operator.
+void write_growing(reporter_pointer self, const eval_result& r) {
+  auto& st = self->state;
+  auto versions = st.versions.find(r.op_name);
+  auto err = write_operator_record(st.cfg.log_dir, r, versions == st.versions.end()
+                                                          ? std::vector<eval_result>{}
+                                                          : versions->second);
+  report_status status{true, true, st.cfg.expected_jobs, ""};
+  if (err.empty())
+    err = write_growing_reports(st.cfg.log_dir, st.cfg.command, st.results,
+                                score_results(st.results, st.cfg.p), status);
+  if (!err.empty())
+    spdlog::error("reporter: {}", err);
+  write_html(self, run_phase::running);
+}
+
+// Every report: complete, or partial after a stop.
+sweep_report write_all(reporter_pointer self, bool stopped) {
+  auto& st = self->state;
+  auto s = score_results(st.results, st.cfg.p);
+  spdlog::info("reporter: {}", outcome_line(st.results));
+  sweep_report report;
+  report.scores_text = format_scores(s) + format_skipped(s);
+  report.jobs = st.results.size();
+  report.failed_jobs = st.failed_jobs;
+  report.partial = stopped;
+  auto profile = make_profile(st.results);
+  report.profile_text = format_profile(profile);
+  if (!st.cfg.log_dir.empty()) {
+    if (auto err = write_file_atomically(std::filesystem::path(st.cfg.log_dir) / "profile.json",
+                                         profile_json(profile).dump(2));
+        !err.empty())
+      spdlog::error("reporter: {}", err);
+    report_status status{stopped, false, st.cfg.expected_jobs, resume_command_for(st.cfg.log_dir)};
+    auto err = write_reports(st.cfg.log_dir, st.cfg.command, st.results, s, status);
+    write_html(self, stopped ? run_phase::stopped : run_phase::finished);
+    if (!err.empty())
+      spdlog::error("reporter: {}", err);
+    else
+      report.log_dir = st.cfg.log_dir;
+  }
+  return report;
+}
+
 } // namespace
 
 reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cfg) {
@@ -57,8 +123,13 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
   for (auto& r : cfg.previous)
     self->state.failed_jobs += failed_as_a_whole(r) ? 1 : 0;
   self->state.results = std::move(cfg.previous);
+  self->state.versions = std::move(cfg.previous_versions);
   cfg.previous.clear();
+  cfg.previous_versions.clear();
   self->state.cfg = std::move(cfg);
+  // A page to open from the first second on.
+  if (!self->state.cfg.log_dir.empty())
+    write_html(self, run_phase::running);
   return {
     [=](atom::result, eval_result& r) {
       auto& st = self->state;
@@ -72,6 +143,10 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
         spdlog::info("reporter: [{}/{}] {} attempt {}: {}", st.results.size() + 1,
                      st.cfg.expected_jobs, r.op_name, r.attempt, summarize(r));
       st.results.push_back(std::move(r));
+      if (st.cfg.board)
+        st.cfg.board->finished(st.results.back());
+      if (!st.cfg.log_dir.empty())
+        write_growing(self, st.results.back());
     },
     [=](atom::requeue, const eval_result& r) {
       auto& st = self->state;
@@ -83,24 +158,16 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
       if (st.journal.is_open() && !st.journal.append(r, "version_evaluated"))
         spdlog::error("reporter: cannot append to {}/results.jsonl", st.cfg.log_dir);
       spdlog::info("reporter: {} version {}: {}", r.op_name, r.version, summarize(r));
+      auto& list = st.versions[r.op_name];
+      auto same = std::find_if(list.begin(), list.end(),
+                               [&](const eval_result& x) { return x.version == r.version; });
+      if (same != list.end())
+        *same = r;
+      else
+        list.push_back(r);
     },
-    [=](atom::finish) -> sweep_report {
-      auto& st = self->state;
-      auto s = score_results(st.results, st.cfg.p);
-      spdlog::info("reporter: {}", outcome_line(st.results));
-      sweep_report report;
-      report.scores_text = format_scores(s) + format_skipped(s);
-      report.jobs = st.results.size();
-      report.failed_jobs = st.failed_jobs;
-      if (!st.cfg.log_dir.empty()) {
-        auto err = write_reports(st.cfg.log_dir, st.cfg.command, st.results, s);
-        if (!err.empty())
-          spdlog::error("reporter: {}", err);
-        else
-          report.log_dir = st.cfg.log_dir;
-      }
-      return report;
-    },
+    [=](atom::finish) { return write_all(self, false); },
+    [=](atom::stop) { return write_all(self, true); },
   };
 }
 

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -8,6 +10,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "results/journal.hpp"
+#include "results/progress_board.hpp"
 #include "messages/types.hpp"
 
 namespace bb {
@@ -23,6 +26,14 @@ struct reporter_config {
   /// Results a resumed sweep's journal already holds: counted and reported, not journaled
   /// again.
   std::vector<eval_result> previous;
+  /// Evaluated versions a resumed campaign's journal already holds, per operator.
+  std::map<std::string, std::vector<eval_result>> previous_versions;
+  /// Told of each finished operator; may be null.
+  std::shared_ptr<progress_board> board;
+  /// The kernels' folder, for report.html's links; empty: none.
+  std::string kernel_dir;
+  /// Seconds between report.html's reloads while the sweep runs.
+  int reload_s = 10;
 };
 
 caf::error validate(const reporter_config& cfg);
@@ -33,11 +44,15 @@ struct reporter_state {
   std::vector<eval_result> results;
   journal_writer journal;
   uint64_t failed_jobs = 0;
+  /// Every evaluated version of a generative campaign, per operator.
+  std::map<std::string, std::vector<eval_result>> versions;
 };
 
 using reporter_pointer = reporter_actor::stateful_pointer<reporter_state>;
 
-/// Journals each result as it arrives, logs progress, and writes the reports on finish.
+/// Journals each result as it arrives, logs it, and rewrites the growing reports
+/// (operator_summary.csv, OVERALL_SUMMARY.md, report.html, the operator's record); writes
+/// every report on finish, or marked partial on stop.
 reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cfg);
 
 } // namespace bb

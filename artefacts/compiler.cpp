@@ -87,6 +87,28 @@ std::vector<std::string> nvcc_command(const toolchain& tc) {
   return cmd;
 }
 
+// The sandbox of one compiler run: its private folder writable, the headers it includes and
+// the precompiled headers readable, every GPU for nvcc's "native" arch. Started by root, the
+// compiler runs as an unprivileged user: the folder becomes that user's.
+sandbox_policy compiler_sandbox(const compile_settings& s, const fs::path& tmp, bool cuda) {
+  auto p = s.sandbox;
+  p.writable.push_back(tmp.string());
+  p.read_only.insert(p.read_only.end(), s.tools.include_dirs.begin(), s.tools.include_dirs.end());
+  p.read_only.push_back((fs::path(s.cache_dir) / "pch").string());
+  if (cuda)
+    p.devices = all_gpu_device_nodes();
+  if (p.mode != sandbox_mode::off && ::geteuid() == 0) {
+    std::error_code ec;
+    bool owned = ::chown(tmp.c_str(), p.unprivileged_uid, static_cast<gid_t>(-1)) == 0;
+    for (auto& e : fs::recursive_directory_iterator(tmp, ec))
+      if (e.is_directory(ec))
+        owned = owned && ::chown(e.path().c_str(), p.unprivileged_uid, static_cast<gid_t>(-1)) == 0;
+    if (!owned)
+      p.writable.clear(); // the build then fails, and its log says why
+  }
+  return p;
+}
+
 } // namespace
 
 toolchain default_toolchain() {
@@ -155,7 +177,7 @@ std::string ensure_pch(const compile_settings& s) {
   auto cmd = cxx_command(s.tools, "");
   cmd.insert(cmd.end(), {"-x", "c++-header", (tmp / "bbcluster" / "kernel.h").string(), "-o",
                          (tmp / "bbcluster" / "kernel.h.gch").string()});
-  auto r = run_process(cmd, (tmp / "pch.log").string(), s.timeout_s);
+  auto r = run_process(cmd, (tmp / "pch.log").string(), s.timeout_s, compiler_sandbox(s, tmp, false));
   std::error_code ec;
   if (!r.ok()) {
     fs::remove_all(tmp, ec);
@@ -208,7 +230,7 @@ compile_outcome build_kernel(const artefact& a, const compile_settings& s) {
       log << w << " ";
     log << "\n";
   }
-  auto r = run_process(cmd, out.log_path, s.timeout_s);
+  auto r = run_process(cmd, out.log_path, s.timeout_s, compiler_sandbox(s, tmp, a.kind == "cu"));
   if (!r.ok()) {
     out.message = r.timed_out ? "the compiler ran past " + std::to_string(int(s.timeout_s)) + " s"
                               : trim_compiler_log(read_text(out.log_path));

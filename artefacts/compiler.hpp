@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "messages/records.hpp"
+#include "process/sandbox.hpp"
 
 namespace bb {
 
@@ -39,6 +40,9 @@ struct compile_settings {
   double timeout_s = 600.0;
   /// Whether this node can run CUDA kernels; a .cu on a node without is needs_cuda.
   bool has_cuda = false;
+  /// The compiler's sandbox and limits (its memory: limits.max_data_bytes); each build adds
+  /// its private folder, writable, and the headers it reads.
+  sandbox_policy sandbox;
 };
 
 /// The cache key of an artefact: SHA-256 over its kind, entry and source, the flags and

@@ -66,8 +66,8 @@ bb::author_actor::behavior_type sim_author(bb::author_actor::pointer, double lat
 
 bb::settings quick_settings() {
   bb::settings s;
-  s.cpu_warmup = 1;
-  s.cpu_runs = 5;
+  s.timing.cpu_warmup = 1;
+  s.timing.cpu_runs = 5;
   s.devices = 1;
   s.device = "cpu";
   s.log_level = "warn";
@@ -82,7 +82,8 @@ double serial_seconds(const std::vector<bb::op_brief>& ops, double latency, cons
   bb::runner_supervisor runner;
   bb::runner_spec spec;
   spec.program = BB_BIN_DIR "/bbrunner";
-  spec.args = {"--cpu-warmup", "1", "--cpu-runs", "5"};
+  spec.options.cpu_warmup = 1;
+  spec.options.cpu_runs = 5;
   spec.log_path = dir + "/serial-runner.log";
   if (auto err = runner.start(spec, 60000); !err.empty()) {
     std::fprintf(stderr, "bench_campaign: %s\n", err.c_str());

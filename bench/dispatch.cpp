@@ -37,8 +37,8 @@ bb::suite trivial_suite(size_t jobs) {
 
 bb::settings quick_settings() {
   bb::settings s;
-  s.cpu_warmup = 0;
-  s.cpu_runs = 1;
+  s.timing.cpu_warmup = 0;
+  s.timing.cpu_runs = 1;
   s.log_level = "warn";
   s.runner = BB_BIN_DIR "/bbrunner";
   return s;
@@ -48,7 +48,8 @@ double direct_seconds(size_t jobs, const std::string& dir) {
   bb::runner_supervisor runner;
   bb::runner_spec spec;
   spec.program = BB_BIN_DIR "/bbrunner";
-  spec.args = {"--cpu-warmup", "0", "--cpu-runs", "1"};
+  spec.options.cpu_warmup = 0;
+  spec.options.cpu_runs = 1;
   spec.log_path = dir + "/direct.log";
   if (auto err = runner.start(spec, 60000); !err.empty()) {
     std::fprintf(stderr, "bench_dispatch: %s\n", err.c_str());

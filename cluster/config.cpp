@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 #include <unistd.h>
 
+#include "artefacts/reference_cache.hpp"
 #include "bb_build_config.hpp"
 #include "messages/errors.hpp"
 
@@ -76,12 +77,20 @@ caf::error load_settings(const std::string& path, settings& out) {
     {"evaluator.start_timeout_s", {bind(s.start_timeout_s), "a number"}},
     {"evaluator.call_timeout_s", {bind(s.call_timeout_s), "a number"}},
     {"evaluator.memory_limit_gb", {bind(s.memory_limit_gb), "a number"}},
-    {"timing.gpu_warmup_ms", {bind(s.gpu_warmup_ms), "a number"}},
-    {"timing.gpu_rep_ms", {bind(s.gpu_rep_ms), "a number"}},
+    {"timing.gpu_warmup_ms", {bind(s.timing.gpu_warmup_ms), "a number"}},
+    {"timing.gpu_rep_ms", {bind(s.timing.gpu_rep_ms), "a number"}},
+    {"timing.timer", {bind(s.timing.timer), "a string"}},
+    {"timing.rounds", {bind(s.timing.rounds), "an integer"}},
+    {"timing.systematic_rel_sd", {bind(s.timing.systematic_rel_sd), "a number"}},
+    {"evaluator.cpu_threads", {bind(s.timing.cpu_threads), "an integer"}},
+    {"timing.adaptive_min_calls", {bind(s.timing.adaptive_min_calls), "an integer"}},
+    {"timing.adaptive_rel_sem", {bind(s.timing.adaptive_rel_sem), "a number"}},
+    {"timing.reference_cache", {bind(s.reference_cache), "a boolean"}},
+    {"timing.reference_cache_dir", {bind(s.timing.reference_cache_dir), "a string"}},
     {"evaluator.max_attempts", {bind(s.max_attempts), "an integer"}},
-    {"timing.cpu_warmup", {bind(s.cpu_warmup), "an integer"}},
-    {"timing.cpu_runs", {bind(s.cpu_runs), "an integer"}},
-    {"timing.cpu_max_seconds", {bind(s.cpu_max_seconds), "a number"}},
+    {"timing.cpu_warmup", {bind(s.timing.cpu_warmup), "an integer"}},
+    {"timing.cpu_runs", {bind(s.timing.cpu_runs), "an integer"}},
+    {"timing.cpu_max_seconds", {bind(s.timing.cpu_max_seconds), "a number"}},
     {"compile.cache_dir", {bind(s.compile_cache_dir), "a string"}},
     {"nodes.port", {bind(s.node_port), "an integer"}},
     {"nodes.heartbeat_s", {bind(s.heartbeat_s), "a number"}},
@@ -113,6 +122,16 @@ caf::error load_settings(const std::string& path, settings& out) {
     {"kernel_agent.timeout_s", {bind(s.ka_timeout_s), "a number"}},
     {"kernel_agent.max_retries", {bind(s.ka_max_retries), "an integer"}},
     {"kernel_agent.backoff_s", {bind(s.ka_backoff_s), "a number"}},
+    {"kernel_agent.provider", {bind(s.ka_provider), "a string"}},
+    {"kernel_agent.generate_default_test", {bind(s.ka_generate_default_test), "a boolean"}},
+    {"evaluator.sandbox", {bind(s.sandbox), "a string"}},
+    {"evaluator.sandbox_tmp_mb", {bind(s.sandbox_tmp_mb), "an integer"}},
+    {"evaluator.sandbox_max_processes", {bind(s.sandbox_max_processes), "an integer"}},
+    {"evaluator.sandbox_max_file_mb", {bind(s.sandbox_max_file_mb), "an integer"}},
+    {"evaluator.sandbox_max_open_files", {bind(s.sandbox_max_open_files), "an integer"}},
+    {"compile.memory_limit_gb", {bind(s.compile_memory_limit_gb), "a number"}},
+    {"run.grace_s", {bind(s.grace_s), "a number"}},
+    {"progress.interval_s", {bind(s.progress_interval_s), "a number"}},
   };
   toml::table root;
   try {
@@ -183,6 +202,19 @@ size_t count_gpus() {
   return n;
 }
 
+runner_options runner_options_of(const settings& s) {
+  auto opts = s.timing;
+  if (!s.reference_cache)
+    opts.reference_cache_dir.clear();
+  else if (opts.reference_cache_dir.empty())
+    opts.reference_cache_dir = reference_cache::default_dir();
+  return opts;
+}
+
+double evaluate_timeout_s(const settings& s) {
+  return s.start_timeout_s + 2 * s.job_timeout_s + 30;
+}
+
 caf::error validate(const settings& s) {
   auto bad = [](const std::string& what) { return make_error(errc::bad_config, what); };
   if (s.devices < 0)
@@ -191,18 +223,26 @@ caf::error validate(const settings& s) {
     return bad("evaluator.device must be auto, cpu or cuda, not '" + s.device + "'");
   if (s.job_timeout_s <= 0 || s.start_timeout_s <= 0 || s.call_timeout_s <= 0)
     return bad("evaluator timeouts must be positive");
-  if (s.memory_limit_gb < 0 || s.gpu_warmup_ms <= 0 || s.gpu_rep_ms <= 0)
+  if (s.memory_limit_gb < 0 || s.timing.gpu_warmup_ms <= 0 || s.timing.gpu_rep_ms <= 0)
     return bad("evaluator.memory_limit_gb must be >= 0 and the GPU timing budgets positive");
   if (s.max_attempts < 1)
     return bad("evaluator.max_attempts must be >= 1");
-  if (s.cpu_warmup < 0 || s.cpu_runs < 1)
+  if (s.timing.cpu_threads < 0)
+    return bad("evaluator.cpu_threads must be >= 0");
+  if (s.timing.cpu_warmup < 0 || s.timing.cpu_runs < 1)
     return bad("timing.cpu_warmup must be >= 0 and timing.cpu_runs >= 1");
   if (s.compile_workers < 0 || s.compile_timeout_s <= 0)
     return bad("compile.workers must be >= 0 and compile.timeout_s positive");
   if (s.node_port < 1 || s.node_port > 65535 || s.heartbeat_s <= 0 || s.node_silence_s <= s.heartbeat_s)
     return bad("nodes.port must be 1..65535, nodes.heartbeat_s positive and nodes.silence_s above it");
-  if (s.cpu_max_seconds < 0)
+  if (s.timing.cpu_max_seconds < 0)
     return bad("timing.cpu_max_seconds must be >= 0");
+  if (s.timing.timer != "do_bench" && s.timing.timer != "adaptive")
+    return bad("timing.timer must be do_bench or adaptive, not '" + s.timing.timer + "'");
+  if (s.timing.rounds < 1 || s.timing.adaptive_min_calls < 2 || s.timing.adaptive_rel_sem <= 0
+      || s.timing.systematic_rel_sd < 0)
+    return bad("timing.rounds must be >= 1, timing.adaptive_min_calls >= 2, "
+               "timing.adaptive_rel_sem positive and timing.systematic_rel_sd >= 0");
   if (s.attempts < 1 || s.authors < 1)
     return bad("generate.attempts (--llm-attempts) and generate.authors must be >= 1");
   if (s.llm_provider != "openai" && s.llm_provider != "anthropic")
@@ -217,6 +257,18 @@ caf::error validate(const settings& s) {
       || s.ka_backoff_s < 0)
     return bad("kernel_agent.workers, max_rounds and timeout_s must be positive, max_retries "
                "and backoff_s >= 0");
+  if (!s.ka_provider.empty() && s.ka_provider != "relay" && s.ka_provider != "openai"
+      && s.ka_provider != "anthropic")
+    return bad("kernel_agent.provider must be relay, openai, anthropic or \"\", not '"
+               + s.ka_provider + "'");
+  if (s.sandbox != "auto" && s.sandbox != "required" && s.sandbox != "off")
+    return bad("evaluator.sandbox must be auto, required or off, not '" + s.sandbox + "'");
+  if (s.sandbox_tmp_mb < 1 || s.sandbox_max_processes < 1 || s.sandbox_max_file_mb < 1
+      || s.sandbox_max_open_files < 16 || s.compile_memory_limit_gb < 0)
+    return bad("evaluator.sandbox_tmp_mb, sandbox_max_processes and sandbox_max_file_mb must be "
+               ">= 1, sandbox_max_open_files >= 16 and compile.memory_limit_gb >= 0");
+  if (s.grace_s < 0 || s.progress_interval_s <= 0)
+    return bad("run.grace_s must be >= 0 and progress.interval_s positive");
   static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   for (auto l : levels)
     if (s.log_level == l)

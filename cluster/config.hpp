@@ -8,6 +8,8 @@
 
 #include <caf/error.hpp>
 
+#include "messages/runner_protocol.hpp"
+
 namespace bb {
 
 struct settings {
@@ -23,12 +25,9 @@ struct settings {
   double start_timeout_s = 60.0;
   double memory_limit_gb = 0.0;   ///< per CPU runner; 0: 75% of the machine's memory / slots
   int64_t max_attempts = 2; ///< attempts per job whose runner died, before the failure is final
-  // [timing]
-  int64_t cpu_warmup = 10;
-  int64_t cpu_runs = 100;
-  double cpu_max_seconds = 5.0; ///< budget of one cpu_bench measurement; 0: none
-  double gpu_warmup_ms = 25.0;  ///< do_bench's warm-up budget
-  double gpu_rep_ms = 100.0;    ///< do_bench's repetition budget
+  // [timing]: the runner's options, defaults in messages/runner_protocol.hpp
+  runner_options timing;
+  bool reference_cache = true;  ///< timing.reference_cache (--no-reference-cache turns it off)
   // [compile]
   std::string compile_cache_dir; ///< empty: ~/.cache/bbcluster/kernels (or $BBCLUSTER_CACHE)
   int64_t compile_workers = 0;   ///< 0: the node's cores minus its evaluators, at least one
@@ -64,8 +63,21 @@ struct settings {
   double ka_timeout_s = 3600.0;     ///< one agent run for one operator
   int64_t ka_max_retries = 2;       ///< after a crashed or hung agent
   double ka_backoff_s = 10.0;
+  std::string ka_provider;          ///< relay, openai, anthropic; "": the model's own (--llm-provider)
+  bool ka_generate_default_test = false; ///< KernelAgent also writes and requires its own test
   // [log]
   std::string log_level = "info";
+  // [evaluator] the sandbox of runners and compilers (process/sandbox.hpp)
+  std::string sandbox = "auto";         ///< "auto", "required" or "off"
+  int64_t sandbox_tmp_mb = 1024;        ///< size of a runner's private /tmp and of its scratch folder
+  int64_t sandbox_max_processes = 4096; ///< RLIMIT_NPROC of a sandboxed program's user
+  int64_t sandbox_max_file_mb = 1024;   ///< RLIMIT_FSIZE
+  int64_t sandbox_max_open_files = 4096; ///< RLIMIT_NOFILE
+  // [compile]
+  double compile_memory_limit_gb = 4.0; ///< RLIMIT_DATA of one compiler process; 0: none
+  // [run] and [progress]: watching and stopping a long campaign
+  double grace_s = 60.0;               ///< after SIGINT/SIGTERM, running jobs may finish this long
+  double progress_interval_s = 30.0;   ///< a progress line this often when stderr is not a terminal
 };
 
 /// The Python this build of bbcluster was made with (its torch provides libtorch).
@@ -84,6 +96,14 @@ uint64_t runner_memory_limit(double gb, size_t slots);
 
 /// GPUs on this node: the /dev/nvidiaN devices, limited by CUDA_VISIBLE_DEVICES when set.
 size_t count_gpus();
+
+/// The runner options of a sweep: settings.timing with the reference-time cache folder
+/// resolved ("" when the cache is off).
+runner_options runner_options_of(const settings& s);
+
+/// Bound on one evaluate request to a slot: a runner start and two full job timeouts (a
+/// retry on a fresh runner) with some slack.
+double evaluate_timeout_s(const settings& s);
 
 /// Checks ranges (positive timeouts, ...); the error names the setting.
 caf::error validate(const settings& s);

@@ -366,12 +366,108 @@ std::string agent_problem_description(const op_brief& op, const std::string& fee
   return out.str();
 }
 
-std::string agent_test_code(const op_brief& op) {
+namespace {
+
+// A text as lines of Python comments, each after `prefix` ("# ", "#       "), at most
+// `max_chars` of it.
+std::string as_comment(const std::string& text, const std::string& prefix, size_t max_chars) {
+  std::string out;
+  std::istringstream lines(clip(text, max_chars));
+  for (std::string line; std::getline(lines, line);)
+    out += (line.empty() ? std::string("#") : prefix + line) + "\n";
+  return out;
+}
+
+// A Python string literal holding `text`.
+std::string py_string(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char ch : text) {
+    if (ch == '"' || ch == '\\')
+      out += std::string("\\") + static_cast<char>(ch);
+    else if (ch == '\n')
+      out += "\\n";
+    else if (ch < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", ch);
+      out += buf;
+    } else
+      out += static_cast<char>(ch);
+  }
+  return out + "\"";
+}
+
+// What the benchmark saw on one input the previous kernel got wrong, in one line.
+std::string observed_line(const correctness_record& c) {
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "max absolute error %.6g, max relative error %.6g",
+                c.max_abs_error, c.max_rel_error);
+  std::string out = buf;
+  if (!c.error_type.empty() || !c.error_msg.empty()) {
+    auto msg = c.error_msg.substr(0, c.error_msg.find('\n'));
+    out += "; " + c.error_type + (msg.empty() ? "" : ": " + clip(msg, 300));
+  }
+  return out;
+}
+
+// The test's account of the previous version's evaluation, for the model that reads the test
+// in KernelAgent's kernel prompts (the problem description does not reach them), and the
+// inputs that version got wrong, checked first.
+void previous_evaluation(std::ostringstream& out, const eval_result& previous,
+                         std::vector<const correctness_record*>& failed) {
+  auto v = std::to_string(previous.version);
+  if (previous.outcome != outcome::ok) {
+    out << "#\n# The previous attempt (version " << v << ") failed as a whole: "
+        << to_string(previous.outcome) << ". What the benchmark said:\n"
+        << as_comment(previous.detail, "# ", 3000);
+    return;
+  }
+  for (auto& c : previous.correctness)
+    if (!c.is_correct && !is_unscorable(c) && failed.size() < 5)
+      failed.push_back(&c);
+  if (!failed.empty()) {
+    out << "#\n# The benchmark evaluated the previous kernel (version " << v
+        << ") and it was wrong.\n# The inputs it got wrong are checked first, in "
+           "PREVIOUSLY_FAILED, each with what the\n# benchmark saw on it:\n";
+    for (auto* c : failed) {
+      out << "#   " << c->args << "\n#     " << observed_line(*c) << "\n";
+      if (!c->traceback.empty())
+        out << as_comment(c->traceback, "#       ", 800);
+    }
+  } else if (is_correct_result(previous)) {
+    auto s = score_result(previous);
+    char buf[200];
+    std::snprintf(buf, sizeof(buf),
+                  "#\n# The previous kernel (version %s) was correct, with a geometric mean "
+                  "speedup of %.2fx over aten: keep it correct and make it faster.\n",
+                  v.c_str(), s.performance);
+    out << buf;
+  }
+  for (auto& f : previous.flags)
+    out << "# The benchmark also flagged it: " << f
+        << " (a kernel must not modify its inputs, return an input, use its own CUDA stream "
+           "or replace the timer).\n";
+}
+
+} // namespace
+
+std::string agent_test_code(const op_brief& op, const eval_result& previous) {
   auto names = ops::to_schema_name(op.op_name);
   auto dispatcher = names.name.substr(names.name.find("::") + 2);
   auto overload = names.overload.empty() ? std::string("default") : names.overload;
+  std::vector<const correctness_record*> failed;
   std::ostringstream out;
-  out << R"PY(# Test of a kernel for )PY" << op.op_name << R"PY(, written by bbcluster from the suite's inputs.
+  out << "# Test of a kernel for " << op.op_name << ", written by bbcluster from the suite's "
+      << "inputs.\n#\n"
+      << "# Operator: " << op.op_name << "\n"
+      << "# Schema: " << (op.schema.empty() ? "(unknown)" : op.schema) << "\n"
+      << "# kernel_function takes the operator's arguments, positional and keyword, exactly as "
+         "the aten\n# operator does and returns what it returns (same shapes, dtypes and "
+         "device), within\n# atol=1e-2 and rtol=1e-2, without calling the operator itself. "
+         "Inputs are uniform [0, 1) floats\n# (integers in [-9, 9]); T(shape, dtype[, stride]) "
+         "is such a tensor.\n";
+  if (previous.version > 0)
+    previous_evaluation(out, previous, failed);
+  out << R"PY(
 import math
 import sys
 
@@ -441,6 +537,12 @@ def _compare(ref, res):
         assert ref == res, f"expected {ref!r}, got {res!r}"
 
 
+# (input, what the benchmark saw on it with the previous kernel)
+PREVIOUSLY_FAILED = [
+)PY";
+  for (auto* c : failed)
+    out << "    (r\"\"\"" << c->args << "\"\"\", " << py_string(observed_line(*c)) << "),\n";
+  out << R"PY(]
 CASES = [
 )PY";
   for (auto& e : op.examples)
@@ -449,21 +551,31 @@ CASES = [
 OP = torch.ops.aten.)PY" << dispatcher << "." << overload << R"PY(
 
 
+def _check(kernel_function, name, text, seed):
+    try:
+        args, kwargs = _build(text, seed)
+        ref = OP(*_clone(args), **_clone(kwargs))
+        res = kernel_function(*_clone(args), **_clone(kwargs))
+        _compare(ref, res)
+        print(f"{name} passed")
+        return True
+    except Exception as e:
+        print(f"{name} failed: {text}: {type(e).__name__}: {e}")
+        return False
+
+
 def test_kernel():
     from kernel import kernel_function
 
     failed = []
+    for number, (text, observed) in enumerate(PREVIOUSLY_FAILED, 1):
+        if not _check(kernel_function, f"previously failed case {number}", text, number):
+            print(f"  (the previous kernel, on this input: {observed})")
+            failed.append(f"previously failed case {number}")
     for number, text in enumerate(CASES, 1):
-        try:
-            args, kwargs = _build(text, number)
-            ref = OP(*_clone(args), **_clone(kwargs))
-            res = kernel_function(*_clone(args), **_clone(kwargs))
-            _compare(ref, res)
-            print(f"case {number} passed")
-        except Exception as e:
-            print(f"case {number} failed: {text}: {type(e).__name__}: {e}")
-            failed.append(number)
-    print("all cases passed" if not failed else f"failed cases: {failed}")
+        if not _check(kernel_function, f"case {number}", text, number):
+            failed.append(f"case {number}")
+    print("all cases passed" if not failed else f"failed: {', '.join(failed)}")
     return not failed
 
 

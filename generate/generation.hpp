@@ -68,7 +68,11 @@ std::string agent_problem_description(const op_brief& op, const std::string& fee
 /// example inputs as the evaluator does (uniform [0, 1) floats, strided views), runs
 /// `kernel.kernel_function` and the aten operator on clones, and compares them as
 /// torch.testing.assert_close(atol=1e-2, rtol=1e-2) does; exit status 0 when all pass.
-std::string agent_test_code(const op_brief& op);
+/// KernelAgent shows the test, not the problem description, to the model that writes and
+/// refines kernels, so the test's comments say what the operator is and, from v2 on, how
+/// `previous` (version 0: none) fared; the inputs it got wrong (at most five) are checked
+/// first, each with the errors the benchmark saw.
+std::string agent_test_code(const op_brief& op, const eval_result& previous = {});
 
 /// How many versions an operator may have, and whether a correct but slow one gets another.
 struct version_policy {

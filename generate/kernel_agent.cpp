@@ -4,8 +4,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
+#include <vector>
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -51,25 +54,158 @@ std::string last_lines(const std::string& text, size_t n) {
   return text.substr(at == 0 ? 0 : at + 1);
 }
 
+// The agent's settings as the adapter reads them. No keys: KernelAgent reads those from the
+// environment bbcluster passes on.
+json agent_settings(const kernel_agent_config& cfg) {
+  return {{"model", cfg.model},
+          {"provider", cfg.provider},
+          {"base_url", cfg.base_url},
+          {"num_workers", cfg.workers},
+          {"max_rounds", cfg.max_rounds},
+          {"generate_default_test", cfg.generate_default_test}};
+}
+
+std::string trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
+    text.pop_back();
+  return text;
+}
+
+// The run's own folder, once the agent is done: KernelAgent's empty log files go (the adapter
+// removes them too, unless it was killed), then the folder when nothing else is left in it.
+void remove_leftovers(const fs::path& dir) {
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(dir, ec)) {
+    auto name = e.path().filename().string();
+    bool agent_log = (name.rfind("agent_", 0) == 0 || name.rfind("manager_", 0) == 0)
+                     && e.path().extension() == ".log";
+    std::error_code size_ec;
+    if (agent_log && e.is_regular_file() && fs::file_size(e.path(), size_ec) == 0 && !size_ec)
+      fs::remove(e.path(), ec);
+  }
+  fs::remove(dir, ec); // only when empty
+}
+
+// The line of a round's output that says what failed: the first that speaks of a failure or
+// an error, else the exception that ended it (stderr's last line), else its last line.
+std::string telling_line(const std::string& stdout_text, const std::string& stderr_text) {
+  std::istringstream lines(stdout_text);
+  std::regex failing("fail|error|mismatch|not close", std::regex::icase);
+  for (std::string line; std::getline(lines, line);)
+    if (std::regex_search(line, failing))
+      return line;
+  for (auto* text : {&stderr_text, &stdout_text}) {
+    auto rest = trimmed(*text);
+    while (!rest.empty()) {
+      auto line = last_lines(rest, 1);
+      if (line.rfind("Test exited with code", 0) != 0)
+        return line;
+      rest = trimmed(rest.substr(0, rest.size() - line.size()));
+    }
+  }
+  return "no output";
+}
+
 } // namespace
 
-std::string check_kernel_agent(const kernel_agent_config& cfg) {
+round_failure last_round_failure(const std::string& session_dir) {
+  round_failure out;
+  std::string latest;
+  std::error_code ec;
+  std::regex round_file("round_([0-9]+)\\.json");
+  for (auto& worker : fs::directory_iterator(fs::path(session_dir) / "workers", ec)) {
+    auto name = worker.path().filename().string();
+    if (!worker.is_directory() || name.rfind("worker_", 0) != 0)
+      continue;
+    int last = -1;
+    fs::path last_path;
+    for (auto& f : fs::directory_iterator(worker.path(), ec)) {
+      std::smatch m;
+      auto file = f.path().filename().string();
+      if (std::regex_match(file, m, round_file) && std::stoi(m[1].str()) > last) {
+        last = std::stoi(m[1].str());
+        last_path = f.path();
+      }
+    }
+    if (last < 0)
+      continue;
+    auto round = json::parse(read_text(last_path), nullptr, false);
+    if (round.is_discarded() || !round.is_object() || round.value("success", false))
+      continue;
+    // The latest of the workers' last rounds (ISO timestamps sort in time order).
+    auto when = round.value("timestamp", "");
+    if (!out.where.empty() && when < latest)
+      continue;
+    latest = when;
+    out.where = name.substr(0, 6) + " " + name.substr(7) + ", round " + std::to_string(last);
+    auto so = round.value("stdout", ""), se = round.value("stderr", "");
+    out.line = telling_line(so, se);
+    auto all = trimmed(so + (so.empty() || se.empty() ? "" : "\n") + se);
+    out.output = all.size() > 1500 ? "..." + all.substr(all.size() - 1500) : all;
+  }
+  return out;
+}
+
+std::string provider_advice(const std::string& reason) {
+  std::vector<std::string> steps;
+  if (reason.find("is not configured for model") != std::string::npos)
+    steps.push_back("--llm-provider names a provider KernelAgent does not use for this model: "
+                    "leave it out, or name one of the allowed providers");
+  if (reason.find("RelayProvider") != std::string::npos)
+    steps.push_back("KernelAgent sends a model it does not know to its relay at LLM_RELAY_URL "
+                    "(default http://127.0.0.1:11434): start the relay, or give its address "
+                    "with --llm-base-url");
+  if (reason.find("OpenAIProvider") != std::string::npos)
+    steps.push_back("set OPENAI_API_KEY in the environment (and --llm-base-url for an "
+                    "OpenAI-compatible server)");
+  if (reason.find("AnthropicProvider") != std::string::npos)
+    steps.push_back("set ANTHROPIC_API_KEY in the environment");
+  steps.push_back("choose the model with --llm-model (KernelAgent's default is $OPENAI_MODEL, "
+                  "else claude-sonnet-4-20250514)");
+  std::string out = "To fix: ";
+  for (size_t i = 0; i < steps.size(); ++i)
+    out += (i ? "; " : "") + steps[i];
+  return out + ".";
+}
+
+std::string check_kernel_agent(const kernel_agent_config& cfg, agent_provider& found) {
   auto adapter = adapter_of(cfg);
   if (!fs::exists(adapter))
     return "the KernelAgent adapter " + adapter + " is missing (it is built beside bbcluster)";
-  char tmpl[] = "/tmp/bbcluster-agent-check-XXXXXX";
-  int fd = ::mkstemp(tmpl);
-  if (fd >= 0)
-    ::close(fd);
-  auto r = run_process({cfg.python, adapter, "--check"}, tmpl, 120);
-  auto said = read_text(tmpl);
-  std::remove(tmpl);
-  if (r.ok())
+  char dir_template[] = "/tmp/bbcluster-agent-check-XXXXXX";
+  if (!::mkdtemp(dir_template))
+    return std::string("cannot make a folder in /tmp for the KernelAgent check");
+  auto dir = fs::path(dir_template);
+  auto settings = (dir / "settings.json").string();
+  auto said_path = (dir / "check.log").string();
+  std::string why = write_file_atomically(settings, agent_settings(cfg).dump(2));
+  process_result r;
+  if (why.empty())
+    r = run_process({cfg.python, adapter, "--check", settings}, said_path, 120);
+  auto said = trimmed(read_text(said_path));
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (!why.empty())
+    return why;
+  if (r.ok()) {
+    // The adapter's answer: "bbcluster-provider", model, provider and URL, tab-separated.
+    std::istringstream lines(said);
+    std::string answer;
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("bbcluster-provider\t", 0) == 0)
+        answer = line.substr(19);
+    std::istringstream fields(answer);
+    std::getline(fields, found.model, '\t');
+    std::getline(fields, found.provider, '\t');
+    std::getline(fields, found.base_url);
     return "";
-  while (!said.empty() && (said.back() == '\n' || said.back() == '\r'))
-    said.pop_back();
+  }
   if (r.status == 3 && !said.empty())
     return last_lines(said, 1);
+  if (r.status == 5 && !said.empty()) {
+    auto reason = last_lines(said, 1);
+    return reason + " " + provider_advice(reason);
+  }
   return "cannot run " + cfg.python + " " + adapter + " --check: " + r.how
          + (said.empty() ? "" : ": " + last_lines(said, 3));
 }
@@ -83,13 +219,14 @@ author_reply run_kernel_agent(const kernel_agent_config& cfg, const author_reque
   auto request_path = stem.string() + ".request.json";
   auto result_path = stem.string() + ".result.json";
   auto log_path = stem.string() + ".log";
-  json request = {{"problem_description", agent_problem_description(req.op, req.feedback)},
-                  {"test_code", agent_test_code(req.op)},
-                  {"log_dir", req.log_dir},
-                  {"num_workers", cfg.workers},
-                  {"max_rounds", cfg.max_rounds},
-                  {"op_name", req.op.op_name},
-                  {"version", req.version}};
+  // The agent's own files (its logs, its session until the run folder takes it) go into a
+  // folder of this operator and version alone, so that no two runs share a log.
+  auto request = agent_settings(cfg);
+  request["problem_description"] = agent_problem_description(req.op, req.feedback);
+  request["test_code"] = agent_test_code(req.op, req.previous);
+  request["log_dir"] = stem.string();
+  request["op_name"] = req.op.op_name;
+  request["version"] = req.version;
   if (auto err = write_file_atomically(request_path, request.dump(2)); !err.empty()) {
     out.why = err;
     return out;
@@ -110,10 +247,15 @@ author_reply run_kernel_agent(const kernel_agent_config& cfg, const author_reque
       failure = std::string("the agent did not finish within ") + buf + " s (killed)";
       out.transient = true;
     } else if (have_result && result.contains("error")) {
-      failure = result.value("error", "") == "missing_package"
-                  ? result.value("message", "triton_kernel_agent is missing")
-                  : "the agent raised " + result.value("message", "an exception");
-      out.transient = result.value("error", "") == "exception";
+      auto kind = result.value("error", "");
+      auto message = result.value("message", "");
+      if (kind == "missing_package")
+        failure = message.empty() ? "triton_kernel_agent is missing" : message;
+      else if (kind == "configuration")
+        failure = message + " " + provider_advice(message);
+      else
+        failure = "the agent raised " + (message.empty() ? "an exception" : message);
+      out.transient = kind == "exception";
     } else if (!have_result) {
       failure = "the agent process " + r.how + " without a result";
       out.transient = true;
@@ -122,6 +264,8 @@ author_reply run_kernel_agent(const kernel_agent_config& cfg, const author_reque
       out.session_dir = result.value("session_dir", "");
       std::ostringstream note;
       note << "agent";
+      if (!cfg.model.empty())
+        note << " (" << cfg.model << ")";
       if (result.contains("worker_id") && !result["worker_id"].is_null())
         note << " worker " << result["worker_id"].dump();
       if (result.contains("rounds") && !result["rounds"].is_null())
@@ -130,12 +274,17 @@ author_reply run_kernel_agent(const kernel_agent_config& cfg, const author_reque
         note << ", " << out.tries << " runs";
       out.note = note.str();
       auto code = result.value("kernel_code", "");
-      if (result.value("success", false) && !code.empty())
+      if (result.value("success", false) && !code.empty()) {
         out.code = expose_entry_point(code, req.op.folder);
-      else
-        out.why = "KernelAgent found no kernel: "
-                  + (result.value("message", "").empty() ? std::string("no message")
-                                                         : result.value("message", ""));
+      } else {
+        auto message = result.value("message", "");
+        out.why = "KernelAgent found no kernel (" + (message.empty() ? "no message" : message)
+                  + ")";
+        auto last = out.session_dir.empty() ? round_failure{} : last_round_failure(out.session_dir);
+        if (!last.where.empty())
+          out.why += "; its last round (" + last.where + ") failed: " + last.line
+                     + "\nThe output of that round:\n" + last.output;
+      }
       break;
     }
     out.why = failure + " (log: " + log_path + ")";
@@ -143,6 +292,7 @@ author_reply run_kernel_agent(const kernel_agent_config& cfg, const author_reque
       break;
     sleep(cfg.backoff_s * static_cast<double>(1u << run));
   }
+  remove_leftovers(stem);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return out;
 }

@@ -154,12 +154,9 @@ std::string run_folder::preserve_session(const std::string& folder, const std::s
     error = "the agent's session folder " + session_dir + " does not exist";
     return "";
   }
-  // KernelAgent names its sessions session_<...>: keep <folder>_session_<...>, not
-  // <folder>_session_session_<...>.
-  auto session_name = source.filename().string();
-  if (session_name.rfind("session_", 0) == 0)
-    session_name = session_name.substr(8);
-  auto name = folder + "_session_" + session_name;
+  // The session's name is kept whole, as BackendBench's KernelAgent integration keeps it
+  // (<folder>_session_session_<date>_<time>_<us>): tools that read run folders match on it.
+  auto name = folder + "_session_" + source.filename().string();
   auto target = fs::path(path_) / name;
   if (fs::exists(target, ec)) {
     error = target.string() + " exists already";
@@ -174,6 +171,10 @@ std::string run_folder::preserve_session(const std::string& folder, const std::s
       return "";
     }
   }
+  // The run's own folder in agent_logs/ goes when the session was all it held.
+  auto parent = source.parent_path();
+  if (parent.parent_path() == fs::path(agent_logs()) && fs::is_empty(parent, ec))
+    fs::remove(parent, ec);
   return name;
 }
 

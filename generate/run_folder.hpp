@@ -1,11 +1,12 @@
 #pragma once
 
-// The run folder of a generative campaign (DESIGN.md section 6), KernelAgent's layout:
+// The run folder of a generative campaign (docs/architecture.md, "Files"), KernelAgent's layout:
 //   <backend>_run_<timestamp>/
 //     agent_logs/
 //     <folder>/<folder>_implementation_v<N>.{py,cu}   one version per attempt
 //     <folder>/<folder>_summary.txt                    per-op summary
-//     <folder>_session_<session name>/                 the agent's session, preserved
+//     <folder>_session_<session name>/                 the agent's session, preserved whole
+//                                                     (relu__default_session_session_2026...)
 //     OVERALL_SUMMARY.txt
 //     README.md
 // Its operator folders are the directory backend's, so the folder can be re-evaluated with
@@ -82,7 +83,8 @@ public:
                             const std::string& code, std::string& error) const;
 
   /// Moves an agent's session folder to `<folder>_session_<its name>` (copies it when it is
-  /// on another file system); the new folder's name, or "" with `error`.
+  /// on another file system), and removes the folder in agent_logs/ that held it when it is
+  /// left empty; the new folder's name, or "" with `error`.
   std::string preserve_session(const std::string& folder, const std::string& session_dir,
                                std::string& error) const;
 

@@ -29,6 +29,9 @@ struct author_request {
   uint32_t version = 1;
   /// The evaluation of the previous version, written for the author; empty for v1.
   std::string feedback;
+  /// That evaluation itself (version 0 for v1), for authors that put it to the model in
+  /// another form (kernel_agent: as checks in its test code).
+  eval_result previous;
   /// Where the author may keep logs and sessions (the run folder's agent_logs/).
   std::string log_dir;
 };

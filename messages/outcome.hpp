@@ -29,8 +29,9 @@ enum class outcome : uint8_t {
   cuda_error,
   /// The kernel ran out of memory.
   oom,
-  /// The reference (aten) itself failed or timed out on an input: the input is left out, as
-  /// BackendBench leaves out inputs whose reference fails. Never the kernel's failure.
+  /// The reference (aten) itself failed, crashed, timed out or disagreed with itself on an
+  /// input: the input is left out, as BackendBench leaves out inputs whose reference fails.
+  /// Never the kernel's failure.
   reference_error,
   /// The operator or an input's layout cannot be evaluated by this torch.
   unsupported,

@@ -4,6 +4,7 @@
 // aggregates with msgpack map encodings; no CAF and no torch here, so bbrunner can use them.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,24 @@ struct compile_outcome {
   MSGPACK_DEFINE_MAP(status, object_path, message, log_path, cached, seconds);
 };
 
+/// An input the runner is not to run, and why: its reference ran past the call timeout on an
+/// earlier attempt (it is recorded as reference_error and left out of the scores).
+struct input_failure {
+  /// "correctness" or "performance".
+  std::string kind;
+  uint32_t index = 0;
+  std::string message;
+  MSGPACK_DEFINE_MAP(kind, index, message);
+};
+
+/// A reference timing from the reference-time cache, for one performance input of a job.
+struct cached_reference {
+  uint32_t index = 0;
+  double mean_ms = 0.0;
+  std::vector<double> round_means_ms;
+  MSGPACK_DEFINE_MAP(index, mean_ms, round_means_ms);
+};
+
 /// One operator's evaluation: its inputs as argument strings, and the kernel to run on them.
 struct eval_job {
   uint64_t job_id = 0;
@@ -54,7 +73,12 @@ struct eval_job {
   artefact kernel;
   std::vector<std::string> correctness_inputs;
   std::vector<std::string> performance_inputs;
-  MSGPACK_DEFINE_MAP(job_id, attempt, op_name, kernel, correctness_inputs, performance_inputs);
+  /// Inputs left out because their reference failed on an earlier try of this job.
+  std::vector<input_failure> reference_failures;
+  /// Reference timings the evaluator found in the reference-time cache.
+  std::vector<cached_reference> cached_references;
+  MSGPACK_DEFINE_MAP(job_id, attempt, op_name, kernel, correctness_inputs, performance_inputs,
+                     reference_failures, cached_references);
 };
 
 /// BackendBench's CorrectnessTestResult, field for field.
@@ -82,8 +106,18 @@ struct performance_record {
   std::string error_msg;
   bool successfully_ran = false;
   std::string test_type = "performance";
+  // Beyond BackendBench: the speedup's 95% confidence interval from the timing rounds (both 0
+  // when there were fewer than two), the rounds, and whether the reference time came from the
+  // reference-time cache.
+  double speedup_ci_low = 0.0;
+  double speedup_ci_high = 0.0;
+  uint32_t timing_rounds = 0;
+  bool reference_cached = false;
+  /// The reference's round means (ms), when it was measured here: what the cache keeps.
+  std::vector<double> reference_round_means_ms;
   MSGPACK_DEFINE_MAP(op_name, args, speedup, benchmark_time_ms, reference_time_ms, error_msg,
-                     successfully_ran, test_type);
+                     successfully_ran, test_type, speedup_ci_low, speedup_ci_high, timing_rounds,
+                     reference_cached, reference_round_means_ms);
 };
 
 /// Where a result was measured.
@@ -93,7 +127,12 @@ struct provenance {
   std::string driver;
   std::string torch_version;
   std::string artefact_hash;
-  MSGPACK_DEFINE_MAP(node, device, driver, torch_version, artefact_hash);
+  /// The evaluator slot on its node.
+  uint32_t slot = 0;
+  /// How the runner was sandboxed: "namespaces", "off", or "none: <why>" (evaluator.sandbox =
+  /// "auto" where namespaces are not available).
+  std::string sandbox;
+  MSGPACK_DEFINE_MAP(node, device, driver, torch_version, artefact_hash, slot, sandbox);
 };
 
 /// The terminal record of one job.
@@ -116,8 +155,11 @@ struct eval_result {
   uint32_t runner_restarts = 0;
   /// Which kernel version of a generative backend this evaluates (v1, v2, ...); 0 otherwise.
   uint32_t version = 0;
+  /// Seconds spent in each phase of the job (see phase names in docs/architecture.md): the
+  /// runner's own phases, and the evaluator's runner start, moving results and waiting.
+  std::map<std::string, double> phases;
   MSGPACK_DEFINE_MAP(job_id, attempt, op_name, outcome, detail, correctness, performance, where,
-                     wall_seconds, flags, runner_restarts, version);
+                     wall_seconds, flags, runner_restarts, version, phases);
 };
 
 /// Packs any msgpack-defined value into a byte string.

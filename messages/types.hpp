@@ -26,6 +26,11 @@ struct sweep_report {
   uint64_t failed_jobs = 0;
   /// Where the reports were written; empty with --disable-output-logs.
   std::string log_dir;
+  /// Where the sweep's time went, per slot and phase (results/profile.hpp).
+  std::string profile_text;
+  /// The sweep was stopped before every job was terminal: the reports say so, and
+  /// --resume runs the rest.
+  bool partial = false;
 };
 
 template <class Inspector>
@@ -41,9 +46,20 @@ typename Inspector::result_type inspect(Inspector& f, compile_outcome& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, input_failure& x) {
+  return f(caf::meta::type_name("input_failure"), x.kind, x.index, x.message);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cached_reference& x) {
+  return f(caf::meta::type_name("cached_reference"), x.index, x.mean_ms, x.round_means_ms);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, eval_job& x) {
   return f(caf::meta::type_name("eval_job"), x.job_id, x.attempt, x.op_name, x.kernel,
-           x.correctness_inputs, x.performance_inputs);
+           x.correctness_inputs, x.performance_inputs, x.reference_failures,
+           x.cached_references);
 }
 
 template <class Inspector>
@@ -56,20 +72,21 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, performance_record& x) {
   return f(caf::meta::type_name("performance_record"), x.op_name, x.args, x.speedup,
            x.benchmark_time_ms, x.reference_time_ms, x.error_msg, x.successfully_ran,
-           x.test_type);
+           x.test_type, x.speedup_ci_low, x.speedup_ci_high, x.timing_rounds, x.reference_cached,
+           x.reference_round_means_ms);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, provenance& x) {
   return f(caf::meta::type_name("provenance"), x.node, x.device, x.driver, x.torch_version,
-           x.artefact_hash);
+           x.artefact_hash, x.slot, x.sandbox);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
   return f(caf::meta::type_name("eval_result"), x.job_id, x.attempt, x.op_name, x.outcome,
            x.detail, x.correctness, x.performance, x.where, x.wall_seconds, x.flags,
-           x.runner_restarts, x.version);
+           x.runner_restarts, x.version, x.phases);
 }
 
 template <class Inspector>
@@ -79,7 +96,8 @@ typename Inspector::result_type inspect(Inspector& f, op_brief& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, author_request& x) {
-  return f(caf::meta::type_name("author_request"), x.op, x.version, x.feedback, x.log_dir);
+  return f(caf::meta::type_name("author_request"), x.op, x.version, x.feedback, x.previous,
+           x.log_dir);
 }
 
 template <class Inspector>
@@ -95,7 +113,8 @@ typename Inspector::result_type inspect(Inspector& f, generation_step& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sweep_report& x) {
-  return f(caf::meta::type_name("sweep_report"), x.scores_text, x.jobs, x.failed_jobs, x.log_dir);
+  return f(caf::meta::type_name("sweep_report"), x.scores_text, x.jobs, x.failed_jobs, x.log_dir,
+           x.profile_text, x.partial);
 }
 
 } // namespace bb
@@ -126,6 +145,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(bb, caf::first_custom_type_id)
   CAF_ADD_ATOM(bb, bb::atom, requeue, "requeue")
   CAF_ADD_ATOM(bb, bb::atom, revise, "revise")
   CAF_ADD_ATOM(bb, bb::atom, write, "write")
+  CAF_ADD_ATOM(bb, bb::atom, stop, "stop")
+  CAF_ADD_ATOM(bb, bb::atom, halt, "halt")
 CAF_END_TYPE_ID_BLOCK(bb)
 
 namespace bb {
@@ -165,7 +186,9 @@ using reporter_actor = caf::typed_actor<
   // Record an evaluated kernel version of a generative backend: journal line.
   caf::reacts_to<atom::revise, eval_result>,
   // All jobs are terminal: write the reports and answer with the scores.
-  caf::replies_to<atom::finish>::with<sweep_report>>;
+  caf::replies_to<atom::finish>::with<sweep_report>,
+  // The sweep was stopped: write the reports marked partial and answer with the scores so far.
+  caf::replies_to<atom::stop>::with<sweep_report>>;
 
 /// A REMOTE SLOT actor: one slot of a bbnode, an evaluator to the coordinator.
 using remote_slot_actor = evaluator_actor::extend<
@@ -179,6 +202,12 @@ using coordinator_actor = caf::typed_actor<
   // Run the sweep; answers when every job is terminal and the reports are written.
   caf::replies_to<atom::run>::with<sweep_report>,
   // New evaluators (a node that joined or came back) take jobs from now on.
-  caf::reacts_to<atom::join, std::vector<evaluator_actor>>>;
+  caf::reacts_to<atom::join, std::vector<evaluator_actor>>,
+  // Stop dispatching: running jobs finish, queued ones are left for --resume; `run` answers
+  // with partial reports once no job runs.
+  caf::reacts_to<atom::stop>,
+  // Stop at once: `run` answers with partial reports now; running jobs are abandoned (their
+  // results are ignored, --resume runs them again).
+  caf::reacts_to<atom::halt>>;
 
 } // namespace bb

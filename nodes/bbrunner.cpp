@@ -4,15 +4,15 @@
 
 #include <algorithm>
 #include <csignal>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
-#include "process/frames.hpp"
 #include "messages/runner_protocol.hpp"
+#include "process/frames.hpp"
 #include "runner/runner.hpp"
 
 namespace {
@@ -28,37 +28,40 @@ void maybe_inject_fault(const bb::eval_job& job) {
     std::raise(SIGKILL);
 }
 
-} // namespace
+bb::runner_reply evaluate(int fd, const bb::runner_request& req, const bb::runner_options& opts) {
+  // The job runs in its scratch folder: what a kernel writes stays there. In a sandbox the
+  // scratch folder is a fresh one of this runner's: the job's folder is made here, and removed
+  // after the job.
+  auto home = std::filesystem::current_path();
+  std::error_code ec;
+  bool made_work_dir = !req.work_dir.empty() && std::filesystem::create_directories(req.work_dir, ec);
+  if (!req.work_dir.empty())
+    std::filesystem::current_path(req.work_dir, ec);
+  bb::runner_reply reply;
+  reply.kind = "result";
+  reply.result = bb::runner::evaluate_job(req.job, opts, [&](const bb::runner::step& s) {
+    bb::runner_reply note;
+    note.kind = "progress";
+    note.text = s.text;
+    note.setup = s.setup;
+    note.side = s.side;
+    note.input_kind = s.input_kind;
+    note.input_index = s.input_index;
+    send(fd, note);
+  });
+  std::filesystem::current_path(home, ec);
+  if (made_work_dir)
+    std::filesystem::remove_all(req.work_dir, ec);
+  std::cout.flush();
+  std::cerr.flush();
+  return reply;
+}
 
-int main(int argc, char** argv) {
-  CLI::App app{"bbrunner: evaluates kernels for one evaluator (started by bbnode/bbcluster)"};
-  int fd = -1;
-  bb::runner::options opts;
-  std::vector<std::string> print_inputs;
-  app.add_option("--fd", fd, "inherited socket to the evaluator");
-  app.add_option("--print-inputs", print_inputs,
-                 "OP ARGS: print the tensors built for one input (sizes, strides, checksum), exit")
-    ->expected(2);
-  app.add_option("--device", opts.device, "cpu or cuda");
-  app.add_option("--node", opts.node, "node name for provenance");
-  app.add_option("--cpu-warmup", opts.cpu_warmup, "cpu_bench warm-up calls");
-  app.add_option("--cpu-runs", opts.cpu_runs, "cpu_bench timed calls");
-  app.add_option("--cpu-max-seconds", opts.cpu_max_seconds, "cpu_bench budget per measurement");
-  app.add_option("--gpu-warmup-ms", opts.gpu_warmup_ms, "do_bench warm-up budget (ms)");
-  app.add_option("--gpu-rep-ms", opts.gpu_rep_ms, "do_bench repetition budget (ms)");
-  CLI11_PARSE(app, argc, argv);
-  if (!print_inputs.empty()) {
-    std::cout << bb::runner::describe_input(print_inputs[0], print_inputs[1], opts);
-    return 0;
-  }
-  if (fd < 0) {
-    std::cerr << "bbrunner: --fd is required (bbrunner is started by an evaluator)\n";
-    return 2;
-  }
-
+// The request loop: configure once, then jobs until "stop" or the evaluator goes away.
+int serve(int fd) {
+  bb::runner_options opts;
   bb::runner_reply hello;
   hello.kind = "hello";
-  hello.where = bb::runner::describe(opts);
   if (!send(fd, hello))
     return 3;
   for (;;) {
@@ -77,49 +80,56 @@ int main(int argc, char** argv) {
       std::cerr << "bbrunner: malformed request: " << e.what() << "\n";
       return 3;
     }
-    if (req.kind == "stop")
+    bb::runner_reply reply;
+    if (req.kind == "stop") {
       return 0;
-    if (req.kind == "resolve") {
-      bb::runner_reply reply;
+    } else if (req.kind == "configure") {
+      opts = req.options;
+      bb::runner::apply_options(opts);
+      reply.kind = "ready";
+      reply.where = bb::runner::describe(opts);
+    } else if (req.kind == "resolve") {
       reply.kind = "schemas";
       for (auto& op : req.ops)
         reply.schemas.push_back(bb::runner::resolve_schema(op));
-      if (!send(fd, reply))
-        return 3;
-      continue;
-    }
-    if (req.kind == "check") {
-      bb::runner_reply reply;
+    } else if (req.kind == "check") {
       reply.kind = "checked";
       reply.text = bb::runner::check_device(opts);
-      if (!send(fd, reply))
-        return 3;
-      continue;
+    } else {
+      maybe_inject_fault(req.job);
+      reply = evaluate(fd, req, opts);
     }
-    maybe_inject_fault(req.job);
-    // The job runs in its scratch folder: what a kernel writes stays there.
-    auto home = std::filesystem::current_path();
-    std::error_code ec;
-    if (!req.work_dir.empty())
-      std::filesystem::current_path(req.work_dir, ec);
-    bb::runner_reply reply;
-    reply.kind = "result";
-    reply.result = bb::runner::evaluate_job(req.job, opts, [&](const std::string& step, bool setup) {
-      bb::runner_reply note;
-      note.kind = "progress";
-      note.text = step;
-      note.setup = setup;
-      send(fd, note);
-    });
-    std::filesystem::current_path(home, ec);
-    std::cout.flush();
-    std::cerr.flush();
     if (!send(fd, reply))
       return 3;
     // A lost CUDA context or a kernel that replaced the timers: this process is spoiled.
     auto& flags = reply.result.flags;
-    if (bb::spoils_runner(reply.result.outcome)
-        || std::find(flags.begin(), flags.end(), "replaces_timer") != flags.end())
+    if (reply.kind == "result"
+        && (bb::spoils_runner(reply.result.outcome)
+            || std::find(flags.begin(), flags.end(), "replaces_timer") != flags.end()))
       return 4;
   }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bbrunner: evaluates kernels for one evaluator (started by bbnode/bbcluster)"};
+  int fd = -1;
+  bb::runner_options opts;
+  std::vector<std::string> print_inputs;
+  app.add_option("--fd", fd, "inherited socket to the evaluator");
+  app.add_option("--print-inputs", print_inputs,
+                 "OP ARGS: print the tensors built for one input (sizes, strides, checksum), exit")
+    ->expected(2);
+  app.add_option("--device", opts.device, "cpu or cuda, for --print-inputs");
+  CLI11_PARSE(app, argc, argv);
+  if (!print_inputs.empty()) {
+    std::cout << bb::runner::describe_input(print_inputs[0], print_inputs[1], opts);
+    return 0;
+  }
+  if (fd < 0) {
+    std::cerr << "bbrunner: --fd is required (bbrunner is started by an evaluator)\n";
+    return 2;
+  }
+  return serve(fd);
 }

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
+#include "artefacts/compiler.hpp"
 #include "generate/generation.hpp"
 #include "results/resume.hpp"
 #include "process/runner_supervisor.hpp"
@@ -27,10 +30,11 @@ void add_flags(CLI::App& app, flags& f) {
   app.add_option("--llm-attempts,--llm-max-attempts", f.llm_attempts,
                  "kernel versions per operator, each after feedback on the last (llm, kernel_agent)")
     ->check(CLI::PositiveNumber);
-  app.add_option("--llm-model,--llm-relay-model", f.llm_model, "model name (llm and llm-relay backends)");
+  app.add_option("--llm-model,--llm-relay-model", f.llm_model, "model name (llm, llm-relay, kernel_agent)");
   app.add_option("--llm-provider", f.llm_provider,
-                 "openai (chat completions: OpenAI, vLLM, Ollama, llama.cpp, relays) or anthropic")
-    ->check(CLI::IsMember({"openai", "anthropic"}));
+                 "openai (chat completions: OpenAI, vLLM, Ollama, llama.cpp, relays) or anthropic; "
+                 "kernel_agent: also relay (KernelAgent's relay), default the model's own")
+    ->check(CLI::IsMember({"openai", "anthropic", "relay"}));
   app.add_option("--llm-base-url", f.llm_base_url,
                  "the model server's base URL, e.g. http://127.0.0.1:8000/v1 (default: "
                  "$OPENAI_BASE_URL or the provider's API)");
@@ -64,12 +68,25 @@ void add_flags(CLI::App& app, flags& f) {
   app.add_option("--devices", f.devices, "evaluator slots (CPU slots on a machine without GPUs)")
     ->check(CLI::PositiveNumber);
   app.add_flag("--list", f.list, "print the selected operators with their input counts and exit");
+  app.add_option("--timer", f.timer,
+                 "do_bench (triton.testing.do_bench's procedure, the default) or adaptive (stop "
+                 "once the mean is known to timing.adaptive_rel_sem)")
+    ->check(CLI::IsMember({"do_bench", "adaptive"}));
+  app.add_flag("--no-reference-cache", f.no_reference_cache,
+               "time the reference (aten) afresh instead of reusing the reference-time cache");
+  app.add_flag("--smallest-inputs", f.smallest_inputs,
+               "keep the N smallest inputs per operator instead of the largest (a quick check of "
+               "every operator on a small machine)");
+  app.add_flag("--quiet", f.quiet, "no progress block or progress lines (log lines stay)");
+  app.add_flag("--resume-anyway", f.resume_anyway,
+               "with --resume: go on although the torch version, device, timer settings or "
+               "kernel files changed since the sweep started");
   add_backendbench_flags(app, f);
 }
 
 std::string expand_resume(std::vector<std::string>& args) {
   std::string run_dir;
-  std::vector<std::string> log_level, others;
+  std::vector<std::string> log_level, others, passed_on;
   bool resume = false;
   for (size_t i = 0; i < args.size(); ++i) {
     auto& a = args[i];
@@ -85,6 +102,8 @@ std::string expand_resume(std::vector<std::string>& args) {
       run_dir = *v;
     } else if (auto l = value("--log-level")) {
       log_level = {"--log-level", *l};
+    } else if (a == "--quiet" || a == "--resume-anyway") {
+      passed_on.push_back(a);
     } else {
       others.push_back(a);
     }
@@ -93,7 +112,7 @@ std::string expand_resume(std::vector<std::string>& args) {
     return "";
   if (!others.empty())
     return "--resume RUN_DIR takes the sweep's flags from RUN_DIR/sweep.json; give no others "
-           "(--log-level aside), not " + others.front();
+           "(--log-level, --quiet and --resume-anyway aside), not " + others.front();
   std::error_code ec;
   auto dir = std::filesystem::absolute(run_dir, ec).lexically_normal().string();
   sweep_record record;
@@ -104,6 +123,7 @@ std::string expand_resume(std::vector<std::string>& args) {
   // Relative paths of the recorded flags are relative to where the sweep was started.
   if (!record.cwd.empty() && ::chdir(record.cwd.c_str()) != 0)
     return "cannot resume: the sweep was started in " + record.cwd + ", which is gone";
+  log_level.insert(log_level.end(), passed_on.begin(), passed_on.end());
   args = resume_args(record, dir, log_level);
   return "";
 }
@@ -180,7 +200,7 @@ std::string merge_settings(const CLI::App& app, flags& f, settings& s) {
   if (!f.llm_model.empty())
     s.llm_model = f.llm_model;
   if (!f.llm_provider.empty())
-    s.llm_provider = f.llm_provider;
+    (f.backend == "kernel_agent" ? s.ka_provider : s.llm_provider) = f.llm_provider;
   if (!f.llm_base_url.empty())
     s.llm_base_url = f.llm_base_url;
   if (!f.llm_dsl.empty())
@@ -191,6 +211,10 @@ std::string merge_settings(const CLI::App& app, flags& f, settings& s) {
     s.ka_max_rounds = f.ka_max_rounds;
   if (!f.ka_python.empty())
     s.ka_python = f.ka_python;
+  if (!f.timer.empty())
+    s.timing.timer = f.timer;
+  if (f.no_reference_cache)
+    s.reference_cache = false;
   if (f.backend == "directory" && f.ops_directory.empty())
     return "--backend directory needs --ops-directory DIR";
   if (auto err = validate(s))
@@ -285,6 +309,80 @@ std::string timestamped_dir() {
   char buf[64];
   std::strftime(buf, sizeof(buf), "backendbench_output_%Y%m%d_%H%M%S", std::localtime(&t));
   return buf;
+}
+
+namespace {
+
+// The models of this machine's NVIDIA GPUs ("NVIDIA H200, NVIDIA H200"), "" without any.
+std::string gpu_models() {
+  std::vector<std::string> models;
+  std::error_code ec;
+  for (auto& gpu : std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+    std::ifstream info(gpu.path() / "information");
+    for (std::string line; std::getline(info, line);)
+      if (line.rfind("Model:", 0) == 0)
+        models.push_back(line.substr(line.find_first_not_of(" \t", 6)));
+  }
+  std::sort(models.begin(), models.end());
+  std::string out;
+  for (auto& m : models)
+    out += (out.empty() ? "" : ", ") + m;
+  return out;
+}
+
+std::string number(double x) {
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
+
+} // namespace
+
+std::map<std::string, std::string> sweep_conditions(const settings& s,
+                                                    const std::vector<directory_kernel>& kernels) {
+  std::map<std::string, std::string> out;
+  out["torch version"] = default_toolchain().torch_version;
+  auto gpus = gpu_models();
+  bool cuda = s.device == "cuda" || (s.device == "auto" && count_gpus() > 0);
+  out["device"] = cuda ? "cuda (" + (gpus.empty() ? std::string("unknown GPU") : gpus) + ")" : "cpu";
+  const auto& t = s.timing;
+  out["timing.timer"] = t.timer;
+  out["timing.cpu_warmup"] = std::to_string(t.cpu_warmup);
+  out["timing.cpu_runs"] = std::to_string(t.cpu_runs);
+  out["timing.cpu_max_seconds"] = number(t.cpu_max_seconds);
+  out["timing.gpu_warmup_ms"] = number(t.gpu_warmup_ms);
+  out["timing.gpu_rep_ms"] = number(t.gpu_rep_ms);
+  out["timing.rounds"] = std::to_string(t.rounds);
+  out["timing.systematic_rel_sd"] = number(t.systematic_rel_sd);
+  if (t.timer == "adaptive") {
+    out["timing.adaptive_min_calls"] = std::to_string(t.adaptive_min_calls);
+    out["timing.adaptive_rel_sem"] = number(t.adaptive_rel_sem);
+  }
+  for (auto& k : kernels)
+    out["kernel " + k.kernel.path] = k.kernel.hash;
+  return out;
+}
+
+std::string check_resumed_conditions(const std::string& run_dir,
+                                     const std::map<std::string, std::string>& now, bool anyway) {
+  sweep_record record;
+  if (auto err = read_sweep_record(run_dir, record); !err.empty())
+    return err;
+  if (record.conditions.empty())
+    return ""; // recorded before conditions were kept
+  auto changed = changed_conditions(record.conditions, now);
+  if (changed.empty())
+    return "";
+  std::string list;
+  for (auto& c : changed)
+    list += "\n  " + c;
+  if (anyway) {
+    spdlog::warn("bbcluster: resuming although what the results depend on changed "
+                 "(--resume-anyway):{}", list);
+    return "";
+  }
+  return "cannot resume " + run_dir + ": what its results depend on changed since it started "
+         "(give --resume-anyway to go on regardless):" + list;
 }
 
 } // namespace bb::cli

@@ -34,6 +34,13 @@ struct flags {
   double p = 1.0;
   bool disable_output_logs = false;
   bool list = false;
+  // Timing and input selection beyond BackendBench.
+  std::string timer;
+  bool no_reference_cache = false;
+  bool smallest_inputs = false;
+  // Watching and stopping a long campaign.
+  bool quiet = false;
+  bool resume_anyway = false;
   // BackendBench's remaining flags (see apply_backendbench_flags).
   int64_t num_workers = 0;
   bool daemon = true, overhead_dominated = false;
@@ -48,8 +55,8 @@ void add_flags(CLI::App& app, flags& f);
 void add_backendbench_flags(CLI::App& app, flags& f);
 
 /// --resume RUN_DIR: replaces `args` (without the program name) by the recorded sweep's
-/// arguments, run again in its folder with its run directory; only --log-level may come
-/// with --resume. "" (also when there is no --resume) or why not.
+/// arguments, run again in its folder with its run directory; only --log-level, --quiet and
+/// --resume-anyway may come with --resume. "" (also when there is no --resume) or why not.
 std::string expand_resume(std::vector<std::string>& args);
 
 /// What a resumed sweep takes up from its journal.
@@ -132,5 +139,16 @@ struct generative_backend {
 };
 
 generative_backend spawn_generative(caf::actor_system& sys, const generative_plan& plan);
+
+/// What this sweep's results depend on beyond its flags, as kept in sweep.json: the torch
+/// version, the device (GPU models, or cpu), the timer settings and each directory kernel's
+/// SHA-256.
+std::map<std::string, std::string> sweep_conditions(const settings& s,
+                                                    const std::vector<directory_kernel>& kernels);
+
+/// A resumed sweep's conditions against those it was started under: "" when they match or
+/// `anyway` (the differences are then logged), else the refusal naming each difference.
+std::string check_resumed_conditions(const std::string& run_dir,
+                                     const std::map<std::string, std::string>& now, bool anyway);
 
 } // namespace bb::cli

@@ -36,6 +36,9 @@ pid_t spawn(std::vector<std::string> words, const std::string& log) {
   argv.push_back(nullptr);
   pid_t pid = ::fork();
   if (pid == 0) {
+    // Its own process group: Ctrl-C at bbcluster's terminal stops the sweep gracefully and
+    // must not end the nodes under the jobs they are finishing.
+    ::setpgid(0, 0);
     std::freopen(log.c_str(), "a", stdout);
     std::freopen(log.c_str(), "a", stderr);
     ::execvp(argv[0], argv.data());

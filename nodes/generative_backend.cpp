@@ -56,6 +56,10 @@ kernel_agent_config make_agent_config(const settings& s) {
   c.timeout_s = s.ka_timeout_s;
   c.max_retries = static_cast<uint32_t>(s.ka_max_retries);
   c.backoff_s = s.ka_backoff_s;
+  c.model = s.llm_model;
+  c.provider = s.ka_provider;
+  c.base_url = s.llm_base_url;
+  c.generate_default_test = s.ka_generate_default_test;
   return c;
 }
 
@@ -91,9 +95,17 @@ std::string prepare_generative(const flags& f, const settings& s, const sweep_pl
     author_bound_s = (llm.max_retries + 1.0) * (llm.request_timeout_s + llm.max_backoff_s) + 60;
   } else {
     auto& agent = out.agent = make_agent_config(s);
-    if (auto err = check_kernel_agent(agent); !err.empty())
+    agent_provider uses;
+    if (auto err = check_kernel_agent(agent, uses); !err.empty())
       return err;
+    spdlog::info("bbcluster: KernelAgent asks {} through its {} provider{}", uses.model,
+                 uses.provider, uses.base_url.empty() ? "" : " at " + uses.base_url);
     lines.push_back({"python", agent.python});
+    lines.push_back({"KernelAgent model", uses.model});
+    lines.push_back({"KernelAgent provider", uses.provider
+                                               + (uses.base_url.empty() ? "" : " at " + uses.base_url)});
+    lines.push_back({"KernelAgent writes its own test too",
+                     agent.generate_default_test ? "yes" : "no"});
     lines.push_back({"KernelAgent workers", std::to_string(agent.workers)});
     lines.push_back({"KernelAgent max rounds", std::to_string(agent.max_rounds)});
     lines.push_back({"agent timeout (s)", number(agent.timeout_s)});

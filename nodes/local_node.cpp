@@ -1,5 +1,9 @@
 #include "nodes/local_node.hpp"
 
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
 #include <caf/scoped_actor.hpp>
 
 #include "actors/compile_pool.hpp"
@@ -7,6 +11,37 @@
 #include "artefacts/compiler.hpp"
 
 namespace bb {
+
+sandbox_policy node_sandbox(const settings& s, const std::string& run_folder,
+                            const std::string& cache_dir, const std::string& runner) {
+  namespace fs = std::filesystem;
+  auto absolute = [](const std::string& p) {
+    std::error_code ec;
+    auto a = fs::absolute(p, ec);
+    return ec ? p : a.lexically_normal().string();
+  };
+  sandbox_policy p;
+  from_string(s.sandbox, p.mode);
+  p.hidden = default_hidden_folders();
+  p.hidden.push_back(absolute(run_folder));
+  p.hidden.push_back(absolute(cache_dir));
+  if (!s.node_keys.empty())
+    p.hidden.push_back(absolute(s.node_keys));
+  p.read_only = python_environment_folders(build_python());
+  p.read_only.push_back(fs::path(absolute(runner)).parent_path().string());
+  p.read_only.push_back(absolute(cache_dir) + "/objects");
+  p.tmp_bytes = static_cast<uint64_t>(s.sandbox_tmp_mb) << 20;
+  p.limits.max_processes = static_cast<uint64_t>(s.sandbox_max_processes);
+  p.limits.max_file_bytes = static_cast<uint64_t>(s.sandbox_max_file_mb) << 20;
+  p.limits.max_open_files = static_cast<uint64_t>(s.sandbox_max_open_files);
+  return p;
+}
+
+std::string sandbox_refusal(const settings& s) {
+  sandbox_mode mode = sandbox_mode::automatic;
+  from_string(s.sandbox, mode);
+  return decide_sandbox(mode).refusal;
+}
 
 local_node spawn_local_node(caf::actor_system& sys, const settings& s, const std::string& name,
                             const std::string& log_dir) {
@@ -22,22 +57,26 @@ local_node spawn_local_node(caf::actor_system& sys, const settings& s, const std
   pcfg.build.log_dir = log_dir + "/compile_logs";
   pcfg.build.timeout_s = s.compile_timeout_s;
   pcfg.build.has_cuda = cuda;
+  auto runner = s.runner.empty() ? default_runner_path() : s.runner;
+  auto sandbox = node_sandbox(s, log_dir, pcfg.build.cache_dir, runner);
+  pcfg.build.sandbox = sandbox;
+  pcfg.build.sandbox.limits.max_data_bytes = static_cast<uint64_t>(s.compile_memory_limit_gb * double(1ull << 30));
   pcfg.workers = s.compile_workers > 0 ? static_cast<size_t>(s.compile_workers) : default_compile_workers(slots);
   node.compiler = sys.spawn(compile_pool, pcfg);
   evaluator_config ecfg;
-  ecfg.runner = s.runner.empty() ? default_runner_path() : s.runner;
+  ecfg.runner = runner;
   ecfg.device = cuda ? "cuda" : "cpu";
   ecfg.node = name;
   ecfg.log_dir = log_dir + "/runner_logs";
   ecfg.job_timeout_s = s.job_timeout_s;
   ecfg.call_timeout_s = s.call_timeout_s;
   ecfg.start_timeout_s = s.start_timeout_s;
-  ecfg.cpu_warmup = s.cpu_warmup;
-  ecfg.cpu_runs = s.cpu_runs;
-  ecfg.cpu_max_seconds = s.cpu_max_seconds;
-  ecfg.gpu_warmup_ms = s.gpu_warmup_ms;
-  ecfg.gpu_rep_ms = s.gpu_rep_ms;
+  ecfg.options = runner_options_of(s);
+  // CPU slots share the node's cores.
+  if (!cuda && ecfg.options.cpu_threads == 0)
+    ecfg.options.cpu_threads = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency() / slots));
   ecfg.memory_limit_bytes = cuda ? 0 : runner_memory_limit(s.memory_limit_gb, slots);
+  ecfg.sandbox = sandbox;
   node.evaluators = spawn_evaluators(sys, ecfg, slots);
   node.info.name = name;
   node.info.slots = static_cast<uint32_t>(slots);

@@ -11,6 +11,7 @@
 #include "cluster/config.hpp"
 #include "messages/types.hpp"
 #include "messages/wire.hpp"
+#include "process/sandbox.hpp"
 
 namespace bb {
 
@@ -24,6 +25,16 @@ struct local_node {
 /// pool, logging under `log_dir`.
 local_node spawn_local_node(caf::actor_system& sys, const settings& s, const std::string& name,
                             const std::string& log_dir);
+
+/// The sandbox of a node's runners and compilers (evaluator.sandbox): the home, the run
+/// folder, the kernel cache and the CURVE keys hidden; the Python environment, the runner's
+/// folder and the cache's built objects read-only.
+sandbox_policy node_sandbox(const settings& s, const std::string& run_folder,
+                            const std::string& cache_dir, const std::string& runner);
+
+/// Why this node must not start under evaluator.sandbox = "required" (bwrap cannot make
+/// namespaces here); "" when it may.
+std::string sandbox_refusal(const settings& s);
 
 /// Stops what spawn_local_node started.
 void stop_local_node(caf::actor_system& sys, local_node& node);

@@ -1,8 +1,8 @@
 #pragma once
 
 // One bbrunner child process: started in its own process group with a socketpair as its
-// channel, stdout and stderr to a log file, core dumps off. Blocking: use it from a detached
-// actor or a thread.
+// channel, stdout and stderr to a log file, core dumps off, and unless its sandbox is off, in
+// a sandbox (process/sandbox.hpp). Blocking: use it from a detached actor or a thread.
 
 #include <optional>
 #include <string>
@@ -11,6 +11,8 @@
 #include <sys/types.h>
 
 #include "messages/records.hpp"
+#include "messages/runner_protocol.hpp"
+#include "process/sandbox.hpp"
 
 namespace bb {
 
@@ -18,6 +20,8 @@ struct runner_spec {
   std::string program;
   /// Arguments after the program name; "--fd N" is added.
   std::vector<std::string> args;
+  /// Sent to the runner in its configure frame, right after its hello.
+  runner_options options;
   /// stdout and stderr of the runner (and so of the kernels) are appended here.
   std::string log_path;
   /// Working folder of the runner; empty: inherit.
@@ -28,6 +32,9 @@ struct runner_spec {
   /// Limit of the runner's private writable memory (RLIMIT_DATA), bytes; 0: none. A kernel
   /// that allocates past it gets an allocation error (oom), not the machine's OOM killer.
   uint64_t memory_limit_bytes = 0;
+  /// The runner's sandbox; its mode "off" starts the runner bare. The channel, the log and
+  /// the working folder's job folders reach inside it.
+  sandbox_policy sandbox;
 };
 
 class runner_supervisor {
@@ -47,12 +54,17 @@ public:
     eval_result result;
     outcome why = outcome::ok;
     std::string detail;
+    /// For reference_error: the input whose reference ran past the call timeout, to be left
+    /// out when the job runs again.
+    input_failure failed_input;
   };
 
   /// Sends `job` and waits for its result: at most `call_timeout_ms` between two progress
   /// frames (one call of kernel or reference code) and `job_timeout_ms` in all. On a crash or
   /// a timeout the runner's whole process group is killed and reaped; start() again before
-  /// the next call. `work_dir` is the job's scratch folder.
+  /// the next call. A reference call past the call timeout is outcome reference_error (with
+  /// the input in failed_input), not the kernel's timed_out. `work_dir` is the job's scratch
+  /// folder.
   call_outcome evaluate(const eval_job& job, int call_timeout_ms, int job_timeout_ms,
                         const std::string& work_dir = "");
 
@@ -80,7 +92,7 @@ public:
     return pid_;
   }
 
-  /// Provenance announced by the runner's hello.
+  /// Provenance the runner announced when it was configured, with how it is sandboxed.
   const provenance& where() const {
     return where_;
   }
@@ -95,6 +107,8 @@ private:
 
   pid_t pid_ = -1;
   int fd_ = -1;
+  /// The runner runs inside bwrap, which reports its death by signal N as exit 128 + N.
+  bool sandboxed_ = false;
   /// Bound of setup steps (loading a kernel): the start timeout.
   int setup_timeout_ms_ = 60000;
   provenance where_;

@@ -16,14 +16,22 @@
 namespace bb {
 
 process_result run_process(const std::vector<std::string>& argv, const std::string& log_path,
-                           double timeout_s) {
+                           double timeout_s, const sandbox_policy& sandbox) {
   process_result r;
+  auto decision = decide_sandbox(sandbox.mode);
+  if (!decision.refusal.empty()) {
+    r.how = decision.refusal;
+    return r;
+  }
   int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) {
     r.how = "cannot open " + log_path + ": " + std::strerror(errno);
     return r;
   }
   std::vector<std::string> words = argv;
+  if (decision.wrap)
+    words = sandbox_command(sandbox, argv, bwrap_program(), ::geteuid() == 0);
+  bool limited = sandbox.mode != sandbox_mode::off;
   std::vector<char*> args;
   for (auto& w : words)
     args.push_back(w.data());
@@ -43,6 +51,8 @@ process_result run_process(const std::vector<std::string>& argv, const std::stri
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent)
       ::_exit(127);
+    if (limited)
+      apply_limits(sandbox.limits);
     int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0)
       ::dup2(devnull, 0);
@@ -75,7 +85,7 @@ process_result run_process(const std::vector<std::string>& argv, const std::stri
   }
   ::kill(-pid, SIGKILL); // whatever the program left behind in its group
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.how = describe_wait_status(status);
+  r.how = decision.wrap ? describe_sandboxed_status(status) : describe_wait_status(status);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
     r.how = "could not run " + argv[0] + " (exit status 127: not found?)";
   return r;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "process/sandbox.hpp"
+
 namespace bb {
 
 struct process_result {
@@ -21,8 +23,10 @@ struct process_result {
 
 /// Runs argv[0] (searched in PATH) with stdout and stderr appended to `log_path`, in its own
 /// process group; after `timeout_s` the group gets SIGTERM, then SIGKILL. The program gets
-/// SIGTERM if the calling thread ends first (the caller was killed).
+/// SIGTERM if the calling thread ends first (the caller was killed). Unless the sandbox's
+/// mode is off, the program runs under its limits and, where namespaces work, in it; a
+/// "required" sandbox that cannot run here leaves the program unstarted (`how` says why).
 process_result run_process(const std::vector<std::string>& argv, const std::string& log_path,
-                           double timeout_s);
+                           double timeout_s, const sandbox_policy& sandbox = {});
 
 } // namespace bb

@@ -13,24 +13,66 @@ void from_json(const nlohmann::json& j, outcome& x) {
     throw nlohmann::json::other_error::create(501, "unknown outcome " + j.dump(), &j);
 }
 
-// The records' JSON forms are generated from one list of fields each; a field missing from an
-// older journal takes its default.
+namespace fields {
+// The records' JSON forms are generated from one list of fields each; a field that came after
+// a journal was written takes its default (bb::from_json below requires the ones that were
+// always there).
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(correctness_record, op_name, args, is_correct,
                                                 error_msg, error_type, traceback, max_abs_error,
                                                 max_rel_error, test_type)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(performance_record, op_name, args, speedup,
                                                 benchmark_time_ms, reference_time_ms, error_msg,
-                                                successfully_ran, test_type)
+                                                successfully_ran, test_type, speedup_ci_low,
+                                                speedup_ci_high, timing_rounds, reference_cached,
+                                                reference_round_means_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(provenance, node, device, driver, torch_version,
-                                                artefact_hash)
-
-namespace fields {
-// eval_result's fields; bb::to_json below names `where` "provenance" in the file, as the
-// journal always has.
+                                                artefact_hash, slot, sandbox)
+// bb::to_json below names eval_result's `where` "provenance" in the file, as the journal
+// always has.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(eval_result, job_id, attempt, op_name, outcome,
                                                 detail, correctness, performance, where,
-                                                wall_seconds, flags, runner_restarts, version)
+                                                wall_seconds, flags, runner_restarts, version,
+                                                phases)
 } // namespace fields
+
+namespace {
+
+// Throws as a hand-written reader would when a field every journal has is missing.
+void require(const nlohmann::json& j, std::initializer_list<const char*> keys) {
+  for (auto k : keys)
+    (void)j.at(k);
+}
+
+} // namespace
+
+void to_json(nlohmann::json& j, const correctness_record& x) {
+  fields::to_json(j, x);
+}
+
+void from_json(const nlohmann::json& j, correctness_record& x) {
+  require(j, {"op_name", "args", "is_correct", "error_msg", "error_type", "traceback",
+              "max_abs_error", "max_rel_error"});
+  fields::from_json(j, x);
+}
+
+void to_json(nlohmann::json& j, const performance_record& x) {
+  fields::to_json(j, x);
+}
+
+void from_json(const nlohmann::json& j, performance_record& x) {
+  require(j, {"op_name", "args", "speedup", "benchmark_time_ms", "reference_time_ms", "error_msg",
+              "successfully_ran"});
+  fields::from_json(j, x);
+}
+
+void to_json(nlohmann::json& j, const provenance& x) {
+  fields::to_json(j, x);
+}
+
+void from_json(const nlohmann::json& j, provenance& x) {
+  require(j, {"node", "device", "driver", "torch_version", "artefact_hash"});
+  fields::from_json(j, x);
+}
 
 void to_json(nlohmann::json& j, const eval_result& x) {
   fields::to_json(j, x);
@@ -41,6 +83,8 @@ void to_json(nlohmann::json& j, const eval_result& x) {
 }
 
 void from_json(const nlohmann::json& j, eval_result& x) {
+  require(j, {"job_id", "attempt", "op_name", "outcome", "detail", "correctness", "performance",
+              "provenance", "wall_seconds"});
   auto renamed = j;
   if (renamed.contains("provenance")) {
     renamed["where"] = std::move(renamed["provenance"]);

@@ -122,10 +122,46 @@ std::string summary_csv(const std::map<std::string, op_rows>& by_op) {
   return out;
 }
 
+// Says when kernels ran without a sandbox: evaluator.sandbox = "auto" on a node where
+// namespaces could not be made, or "off".
+std::string sandbox_note(const std::vector<eval_result>& results) {
+  size_t bare = 0, off = 0;
+  std::string why;
+  for (auto& r : results) {
+    if (r.where.sandbox.rfind("none: ", 0) == 0) {
+      ++bare;
+      why = r.where.sandbox.substr(6);
+    } else if (r.where.sandbox == "off") {
+      ++off;
+    }
+  }
+  if (bare == 0 && off == 0)
+    return "";
+  std::string out = "\n## Sandbox\n\n";
+  if (bare > 0)
+    out += std::to_string(bare) + " of " + std::to_string(results.size())
+           + " jobs ran without a sandbox (evaluator.sandbox = \"auto\"): " + why + ".\n";
+  if (off > 0)
+    out += std::to_string(off) + " of " + std::to_string(results.size())
+           + " jobs ran with the sandbox off (evaluator.sandbox = \"off\").\n";
+  return out;
+}
+
 std::string overall_summary(const std::string& command, const std::map<std::string, op_rows>& by_op,
-                            const scores& s, const std::vector<eval_result>& results) {
+                            const scores& s, const std::vector<eval_result>& results,
+                            const report_status& status) {
   auto p = python_float(s.p);
   std::string out = "# BackendBench Run Summary\n\n## Command\n```bash\n" + command + "\n```\n\n";
+  if (status.partial) {
+    out += status.running ? "## Running\n\n" : "## Partial\n\n";
+    out += std::to_string(results.size()) + " of " + std::to_string(status.ops_total)
+           + " operators are in; the scores cover those only.";
+    if (status.running)
+      out += " These reports are rewritten as each operator finishes.\n\n";
+    else
+      out += " The sweep was stopped before the end" + std::string(status.resume_command.empty() ? ".\n\n" :
+             "; run the rest with:\n\n```bash\n" + status.resume_command + "\n```\n\n");
+  }
   out += "## Results\n\n| Metric | Value |\n|--------|-------|\n";
   out += "| Correctness Score | " + fmt2(s.correctness) + " |\n";
   out += "| Performance Score (geomean speedup) | " + fmt2(s.performance) + " |\n";
@@ -139,6 +175,8 @@ std::string overall_summary(const std::string& command, const std::map<std::stri
   out += "- `operator_summary.csv`: Operator-level summary statistics\n";
   out += "- `failed_tests.json`: Log of failed tests (if any)\n";
   out += "- `results.jsonl`: Journal of finished jobs, one line each, appended as they finish\n";
+  out += "- `report.html`: The scores, operators, speedup chart and outcomes on one page\n";
+  out += "- `operators/`: One record per operator\n";
   out += "- `OVERALL_SUMMARY.md`: This file\n";
   out += "### Operator Speedups vs Eager in Descending Order\n\n";
   out += "| Operator | Correctness Ratio | Speedup vs Eager |\n";
@@ -166,7 +204,7 @@ std::string overall_summary(const std::string& command, const std::map<std::stri
   });
   for (auto& [op, c, sp] : rows)
     out += "| " + op + " | " + c + " | " + sp + "|\n";
-  out += "\n## Jobs\n\n" + outcome_line(results) + "\n";
+  out += "\n## Jobs\n\n" + outcome_line(results) + "\n" + sandbox_note(results);
   if (s.skipped > 0) {
     out += "\n## Skipped Operators\n\nNo input of these operators could run here; they are "
            "left out of the scores.\n\n| Operator | Reason |\n|----------|--------|\n";
@@ -218,45 +256,93 @@ std::string csv_field(const std::string& text) {
   return out + "\"";
 }
 
+namespace {
+
+// Each operator's rows, by BackendBench's name; with `all` and `failed`, every record too.
+std::map<std::string, op_rows> rows_by_op(const std::vector<eval_result>& results, json* all, json* failed) {
+  std::map<std::string, op_rows> by_op;
+  for (auto& r : results) {
+    auto name = backendbench_op_name(r.op_name);
+    auto& rows = by_op[name];
+    for (auto& c : r.correctness) {
+      rows.correctness.push_back(&c);
+      if (!all)
+        continue;
+      json j = c;
+      j["op_name"] = name;
+      all->push_back(j);
+      if (!c.is_correct)
+        failed->push_back(j);
+    }
+    for (auto& p : r.performance) {
+      rows.performance.push_back(&p);
+      if (!all)
+        continue;
+      json j = p;
+      j["op_name"] = name;
+      j.erase("reference_round_means_ms"); // what the reference-time cache keeps, not a report's
+      // BackendBench records a failed input's speedup and kernel time as None.
+      if (!p.successfully_ran) {
+        j["speedup"] = nullptr;
+        j["benchmark_time_ms"] = nullptr;
+      }
+      all->push_back(j);
+      if (!p.successfully_ran)
+        failed->push_back(j);
+    }
+  }
+  return by_op;
+}
+
+} // namespace
+
+std::string write_growing_reports(const std::string& dir, const std::string& command,
+                                  const std::vector<eval_result>& results, const scores& s,
+                                  const report_status& status) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return "cannot create " + dir + ": " + ec.message();
+  auto by_op = rows_by_op(results, nullptr, nullptr);
+  std::filesystem::path base(dir);
+  for (auto err : {write_file_atomically(base / "operator_summary.csv", summary_csv(by_op)),
+                   write_file_atomically(base / "OVERALL_SUMMARY.md",
+                                         overall_summary(command, by_op, s, results, status))})
+    if (!err.empty())
+      return err;
+  return "";
+}
+
+std::string write_operator_record(const std::string& dir, const eval_result& r,
+                                  const std::vector<eval_result>& versions) {
+  auto folder = std::filesystem::path(dir) / "operators";
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec)
+    return "cannot create " + folder.string() + ": " + ec.message();
+  json j = r;
+  j["op_name"] = backendbench_op_name(r.op_name);
+  if (!versions.empty())
+    j["versions"] = versions;
+  return write_file_atomically(folder / (backendbench_op_name(r.op_name) + ".json"), dump(j));
+}
+
 std::string write_reports(const std::string& dir, const std::string& command,
-                          const std::vector<eval_result>& results, const scores& s) {
+                          const std::vector<eval_result>& results, const scores& s,
+                          const report_status& status) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
     return "cannot create " + dir + ": " + ec.message();
   json all = json::array();
   json failed = json::array();
-  std::map<std::string, op_rows> by_op;
-  for (auto& r : results) {
-    auto name = backendbench_op_name(r.op_name);
-    auto& rows = by_op[name];
-    for (auto& c : r.correctness) {
-      json j = c;
-      j["op_name"] = name;
-      all.push_back(j);
-      if (!c.is_correct)
-        failed.push_back(j);
-      rows.correctness.push_back(&c);
-    }
-    for (auto& p : r.performance) {
-      json j = p;
-      j["op_name"] = name;
-      // BackendBench records a failed input's speedup and kernel time as None.
-      if (!p.successfully_ran) {
-        j["speedup"] = nullptr;
-        j["benchmark_time_ms"] = nullptr;
-      }
-      all.push_back(j);
-      if (!p.successfully_ran)
-        failed.push_back(j);
-      rows.performance.push_back(&p);
-    }
-  }
+  auto by_op = rows_by_op(results, &all, &failed);
   std::filesystem::path base(dir);
   for (auto err : {write_file_atomically(base / "full_results.json", dump(sorted_by_op_and_args(all))),
                    write_file_atomically(base / "failed_tests.json", dump(sorted_by_op_and_args(failed))),
                    write_file_atomically(base / "operator_summary.csv", summary_csv(by_op)),
-                   write_file_atomically(base / "OVERALL_SUMMARY.md", overall_summary(command, by_op, s, results))})
+                   write_file_atomically(base / "OVERALL_SUMMARY.md",
+                                         overall_summary(command, by_op, s, results, status))})
     if (!err.empty())
       return err;
   return "";

@@ -15,10 +15,33 @@ namespace bb {
 /// Writes through a temporary and renames, so a reader never sees half a file; "" or why not.
 std::string write_file_atomically(const std::filesystem::path& path, const std::string& text);
 
+/// How complete the reports are: a sweep still running, or one stopped before the end.
+struct report_status {
+  /// Not every operator is in: the summary says how many are, and how to go on.
+  bool partial = false;
+  /// Still running (the summary says the reports grow) rather than stopped.
+  bool running = false;
+  size_t ops_total = 0;
+  /// The command that takes a stopped sweep up again.
+  std::string resume_command;
+};
+
 /// Writes the four report files into `dir` (created if missing). Returns an empty string on
 /// success, else what failed and where.
 std::string write_reports(const std::string& dir, const std::string& command,
-                          const std::vector<eval_result>& results, const scores& s);
+                          const std::vector<eval_result>& results, const scores& s,
+                          const report_status& status = {});
+
+/// Writes the reports that grow while a sweep runs (operator_summary.csv and
+/// OVERALL_SUMMARY.md), each atomically; "" or what failed.
+std::string write_growing_reports(const std::string& dir, const std::string& command,
+                                  const std::vector<eval_result>& results, const scores& s,
+                                  const report_status& status);
+
+/// Writes one operator's record, `<dir>/operators/<op>.json`: its result and, for a
+/// generative campaign, every evaluated version; "" or what failed.
+std::string write_operator_record(const std::string& dir, const eval_result& r,
+                                  const std::vector<eval_result>& versions);
 
 /// "N jobs: ok 3, crashed 1, flagged mutates_input 1; 2 runner restarts".
 std::string outcome_line(const std::vector<eval_result>& results);

@@ -1,7 +1,9 @@
 #include "results/resume.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -14,7 +16,7 @@ namespace bb {
 using json = nlohmann::json;
 
 std::string write_sweep_record(const std::string& run_dir, const sweep_record& r) {
-  json j = {{"args", r.args}, {"cwd", r.cwd}, {"format", 1}};
+  json j = {{"args", r.args}, {"cwd", r.cwd}, {"format", 1}, {"conditions", r.conditions}};
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   if (ec)
@@ -31,6 +33,8 @@ std::string read_sweep_record(const std::string& run_dir, sweep_record& out) {
     auto j = json::parse(in);
     out.args = j.at("args").get<std::vector<std::string>>();
     out.cwd = j.at("cwd").get<std::string>();
+    // Sweeps recorded before conditions were kept have none: nothing to compare.
+    out.conditions = j.value("conditions", std::map<std::string, std::string>{});
   } catch (const json::exception& e) {
     return path + ": " + e.what();
   }
@@ -53,6 +57,40 @@ std::vector<std::string> resume_args(const sweep_record& r, const std::string& r
   out.insert(out.end(), {"--log-dir", run_dir, "--resume", run_dir});
   out.insert(out.end(), extra.begin(), extra.end());
   return out;
+}
+
+std::vector<std::string> changed_conditions(const std::map<std::string, std::string>& then,
+                                            const std::map<std::string, std::string>& now) {
+  std::vector<std::string> out;
+  auto shown = [](const std::map<std::string, std::string>& m, const std::string& key) {
+    auto it = m.find(key);
+    return it == m.end() ? std::string("(none)") : it->second;
+  };
+  std::set<std::string> keys;
+  for (auto& [k, v] : then)
+    keys.insert(k);
+  for (auto& [k, v] : now)
+    keys.insert(k);
+  for (auto& k : keys)
+    if (shown(then, k) != shown(now, k))
+      out.push_back(k + ": " + shown(then, k) + " then, " + shown(now, k) + " now");
+  return out;
+}
+
+std::string resume_command_for(const std::string& run_dir) {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  auto quoted = [](const std::string& word) {
+    if (word.find_first_of(" \t'\"$`\\*?;&|<>()") == std::string::npos)
+      return word;
+    std::string out = "'";
+    for (char c : word)
+      out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+  };
+  auto program = ec ? std::string("bbcluster") : exe.string();
+  auto dir = std::filesystem::absolute(run_dir, ec).lexically_normal().string();
+  return quoted(program) + " --resume " + quoted(dir);
 }
 
 std::string read_journal_state(const std::string& path, journal_state& out) {

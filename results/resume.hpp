@@ -17,7 +17,19 @@ struct sweep_record {
   std::vector<std::string> args;
   /// The folder it was started in (relative paths in `args` are relative to it).
   std::string cwd;
+  /// What its results depend on beyond the flags, by name: "torch version", "device",
+  /// "timing.cpu_runs", "kernel aten.relu.default" (a kernel file's SHA-256), ...
+  std::map<std::string, std::string> conditions;
 };
+
+/// The differences between the conditions a sweep was started under and those of now, one
+/// line each ("torch version: 2.11.0 then, 2.12.0 now"); empty when they match.
+std::vector<std::string> changed_conditions(const std::map<std::string, std::string>& then,
+                                            const std::map<std::string, std::string>& now);
+
+/// The command that takes up the sweep of `run_dir`: this program's path, --resume and the
+/// folder's absolute path, quoted for a shell where needed.
+std::string resume_command_for(const std::string& run_dir);
 
 /// Writes `<run_dir>/sweep.json`; "" or why not.
 std::string write_sweep_record(const std::string& run_dir, const sweep_record& r);

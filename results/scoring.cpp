@@ -45,11 +45,21 @@ op_score score_op(const std::string& op_name, const std::vector<correctness_reco
   }
   s.skipped = unscorable > 0 && s.correctness_inputs == 0;
   s.correct = s.correctness_inputs > 0 && s.passed_inputs == s.correctness_inputs;
-  std::vector<double> speedups;
+  std::vector<double> speedups, lows, highs;
+  bool intervals = true;
   for (auto& p : performance)
-    if (!is_unscorable(p))
-      speedups.push_back(p.successfully_ran && p.speedup > 0.0 ? p.speedup : 1.0);
+    if (!is_unscorable(p)) {
+      bool ran = p.successfully_ran && p.speedup > 0.0;
+      speedups.push_back(ran ? p.speedup : 1.0);
+      intervals = intervals && ran && p.speedup_ci_low > 0.0 && p.speedup_ci_high > 0.0;
+      lows.push_back(p.speedup_ci_low);
+      highs.push_back(p.speedup_ci_high);
+    }
   s.performance = geomean(speedups);
+  if (intervals && !speedups.empty()) {
+    s.performance_low = geomean(lows);
+    s.performance_high = geomean(highs);
+  }
   if (!s.skipped)
     s.skip_reason.clear();
   return s;
@@ -73,6 +83,7 @@ scores score_results(const std::vector<eval_result>& results, double p) {
   std::vector<double> perfs;
   size_t correct = 0;
   size_t fast = 0;
+  size_t significant = 0;
   for (auto& r : results) {
     auto s = score_result(r);
     if (s.skipped) {
@@ -80,6 +91,7 @@ scores score_results(const std::vector<eval_result>& results, double p) {
     } else {
       correct += s.correct ? 1 : 0;
       fast += s.correct && s.performance > p ? 1 : 0;
+      significant += s.correct && s.performance_low > p ? 1 : 0;
       perfs.push_back(s.performance);
     }
     out.ops.push_back(std::move(s));
@@ -88,6 +100,7 @@ scores score_results(const std::vector<eval_result>& results, double p) {
     auto n = static_cast<double>(perfs.size());
     out.correctness = static_cast<double>(correct) / n;
     out.perf_at_p = static_cast<double>(fast) / n;
+    out.perf_at_p_significant = static_cast<double>(significant) / n;
   }
   out.performance = geomean(perfs);
   return out;
@@ -98,13 +111,17 @@ std::string python_float(double x) {
 }
 
 std::string format_scores(const scores& s) {
-  char buf[512];
+  char buf[768];
+  auto p = python_float(s.p);
   std::snprintf(buf, sizeof(buf),
                 "correctness score (mean pass rate over all operators): %.2f\n"
                 "performance score (geomean speedup over all operators): %.2f\n"
                 "perf@p score (rate of correct samples with a speedup greater than p, p=%s): "
-                "%.2f\n",
-                s.correctness, s.performance, python_float(s.p).c_str(), s.perf_at_p);
+                "%.2f\n"
+                "perf@p significant (rate of correct samples whose speedup's 95%% interval lies "
+                "above p, p=%s): %.2f\n",
+                s.correctness, s.performance, p.c_str(), s.perf_at_p, p.c_str(),
+                s.perf_at_p_significant);
   return buf;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 
-// The scores of DESIGN.md section 5, computed from job results.
+// The scores (docs/architecture.md, "Scores"), computed from job results.
 
 #include <string>
 #include <vector>
@@ -16,6 +16,11 @@ struct op_score {
   bool correct = false;
   /// Geomean of the performance inputs' speedups, a failed input counting as 1.0.
   double performance = 1.0;
+  /// A 95% interval around `performance`: the geomeans of the inputs' interval bounds (wider
+  /// than the geomean's own interval, so a claim made from it is conservative). Both 0 when an
+  /// input has no interval (a failed input, or fewer than two timing rounds).
+  double performance_low = 0.0;
+  double performance_high = 0.0;
   size_t correctness_inputs = 0;
   size_t passed_inputs = 0;
   /// No input could run here (the reference rejected every one, or the op is not in this
@@ -32,6 +37,8 @@ struct scores {
   double performance = 1.0;
   /// Share of operators that are correct and faster than p.
   double perf_at_p = 0.0;
+  /// Share of operators that are correct and whose speedup's interval lies above p.
+  double perf_at_p_significant = 0.0;
   double p = 1.0;
   /// Every operator, skipped ones included.
   std::vector<op_score> ops;
@@ -62,7 +69,8 @@ scores score_results(const std::vector<eval_result>& results, double p);
 /// A double as Python's repr writes it: 1.0, 1.5, 0.1.
 std::string python_float(double x);
 
-/// The three lines BackendBench prints, two decimals each.
+/// The three lines BackendBench prints, two decimals each, and a fourth: perf@p counting only
+/// speedups whose 95% interval lies above p.
 std::string format_scores(const scores& s);
 
 /// The lines after the scores naming the skipped operators and why; empty when none.

@@ -30,7 +30,84 @@ void merge_max(double& current, double x) {
     current = x;
 }
 
+std::string not_close_message(int64_t bad, int64_t total, const comparison& c, double atol, double rtol) {
+  std::ostringstream os;
+  os << "Tensor-likes are not close!\n\nMismatched elements: " << bad << " / " << total << " ("
+     << std::round(1000.0 * static_cast<double>(bad) / static_cast<double>(total)) / 10.0
+     << "%)\nGreatest absolute difference: " << c.max_abs_error << " (up to " << atol
+     << " allowed)\nGreatest relative difference: " << c.max_rel_error << " (up to " << rtol
+     << " allowed)";
+  return os.str();
+}
+
+// Elements compared per step. Each step makes a few temporaries of this many doubles on the
+// tensors' own device (about 128 MiB each), so the extra memory is bounded whatever the size.
+constexpr int64_t chunk = int64_t{1} << 24;
+
+// Closeness of two dense tensors of the same shape, dtype and device, as assert_close decides
+// it: both promoted to the widest type of their kind (float64, complex128, int64), then
+// |ref - res| <= atol + rtol * |res| elementwise, NaN equal to NaN, non-finite values close
+// only when equal. Computed where the tensors are; one small copy to the host per step.
+comparison compare_values(const at::Tensor& ref, const at::Tensor& res, double atol, double rtol) {
+  comparison c;
+  auto total = ref.numel();
+  if (total == 0)
+    return c;
+  auto wide = ref.is_complex() ? at::kComplexDouble : at::kDouble;
+  bool floating = ref.is_floating_point() || ref.is_complex();
+  auto flat_ref = ref.detach().reshape({-1});
+  auto flat_res = res.detach().reshape({-1});
+  int64_t bad = 0;
+  for (int64_t start = 0; start < total; start += chunk) {
+    auto len = std::min(chunk, total - start);
+    auto expected = flat_ref.narrow(0, start, len).to(wide);
+    auto actual = flat_res.narrow(0, start, len).to(wide);
+    auto same = expected == actual;
+    if (floating)
+      same = same | (at::isnan(expected) & at::isnan(actual));
+    auto diff = at::where(same, at::zeros({}, expected.options().dtype(at::kDouble)), (expected - actual).abs());
+    auto allowed = atol + rtol * actual.abs();
+    auto close = same | (at::isfinite(expected) & at::isfinite(actual) & (diff <= allowed));
+    auto stats = at::stack({diff.max(), (diff / (expected.abs() + 1e-10)).max(),
+                            (~close).sum().to(at::kDouble)})
+                   .to(at::kCPU);
+    auto s = stats.accessor<double, 1>();
+    merge_max(c.max_abs_error, s[0]);
+    merge_max(c.max_rel_error, s[1]);
+    bad += static_cast<int64_t>(s[2]);
+  }
+  if (bad > 0) {
+    c.ok = false;
+    c.message = not_close_message(bad, total, c, atol, rtol);
+  }
+  return c;
+}
+
+// Sparse COO tensors as assert_close compares them: coalesced, the same number of specified
+// elements at the same indices, their values close.
+comparison compare_sparse(const at::Tensor& ref, const at::Tensor& res, double atol, double rtol) {
+  auto a = ref.is_coalesced() ? ref : ref.coalesce();
+  auto b = res.is_coalesced() ? res : res.coalesce();
+  if (a._nnz() != b._nnz())
+    return mismatch("The number of specified values in sparse COO tensors does not match: "
+                    + std::to_string(b._nnz()) + " != " + std::to_string(a._nnz()));
+  if (!at::equal(a._indices(), b._indices()))
+    return mismatch("Sparse COO indices do not match.");
+  return compare_values(a._values(), b._values(), atol, rtol);
+}
+
 comparison compare_tensors(const at::Tensor& ref, const at::Tensor& res, double atol, double rtol) {
+  // An undefined tensor is what aten returns for an output it was told not to compute (a
+  // masked backward output); Python sees it as None.
+  if (!ref.defined() || !res.defined()) {
+    if (ref.defined() == res.defined())
+      return {};
+    return mismatch(std::string("Expected ") + (ref.defined() ? "a tensor" : "None") + ", got "
+                    + (res.defined() ? "a tensor" : "None") + ".");
+  }
+  if (ref.layout() != res.layout())
+    return mismatch("The values for attribute 'layout' do not match: " + str(res.layout()) + " != "
+                    + str(ref.layout()) + ".");
   if (ref.sizes() != res.sizes())
     return mismatch("The values for attribute 'shape' do not match: " + str(res.sizes())
                     + " != " + str(ref.sizes()) + ".");
@@ -40,45 +117,11 @@ comparison compare_tensors(const at::Tensor& ref, const at::Tensor& res, double 
   if (ref.device() != res.device())
     return mismatch("The values for attribute 'device' do not match: " + str(res.device())
                     + " != " + str(ref.device()) + ".");
-  comparison c;
-  if (ref.numel() == 0)
-    return c;
-  bool complex = ref.is_complex();
-  auto wide = complex ? at::kComplexDouble : at::kDouble;
-  // In chunks: a double copy of a whole large half-precision output would need four times
-  // its memory, several times over.
-  constexpr int64_t chunk = int64_t{1} << 22;
-  auto flat_ref = ref.detach().reshape({-1});
-  auto flat_res = res.detach().reshape({-1});
-  int64_t bad = 0;
-  for (int64_t start = 0; start < flat_ref.numel(); start += chunk) {
-    auto len = std::min(chunk, flat_ref.numel() - start);
-    auto expected = flat_ref.narrow(0, start, len).to(at::kCPU, wide);
-    auto actual = flat_res.narrow(0, start, len).to(at::kCPU, wide);
-    auto both_nan = at::isnan(expected) & at::isnan(actual);
-    auto diff = (expected - actual).abs();
-    // Equal values (infinities included) and NaN pairs have zero error.
-    auto same = (expected == actual) | both_nan;
-    diff = at::where(same, at::zeros_like(diff), diff);
-    auto allowed = atol + rtol * actual.abs();
-    // As assert_close: non-finite values are close only when equal.
-    auto close = same | (at::isfinite(expected) & at::isfinite(actual) & (diff <= allowed));
-    merge_max(c.max_abs_error, diff.max().item<double>());
-    merge_max(c.max_rel_error, (diff / (expected.abs() + 1e-10)).max().item<double>());
-    bad += (~close).sum().item<int64_t>();
-  }
-  if (bad == 0)
-    return c;
-  c.ok = false;
-  auto total = ref.numel();
-  std::ostringstream os;
-  os << "Tensor-likes are not close!\n\nMismatched elements: " << bad << " / " << total << " ("
-     << std::round(1000.0 * static_cast<double>(bad) / static_cast<double>(total)) / 10.0
-     << "%)\nGreatest absolute difference: " << c.max_abs_error << " (up to " << atol
-     << " allowed)\nGreatest relative difference: " << c.max_rel_error << " (up to " << rtol
-     << " allowed)";
-  c.message = os.str();
-  return c;
+  if (ref.is_sparse())
+    return compare_sparse(ref, res, atol, rtol);
+  if (ref.layout() != at::kStrided)
+    return mismatch("cannot compare tensors of layout " + str(ref.layout()));
+  return compare_values(ref, res, atol, rtol);
 }
 
 comparison compare_numbers(double ref, double res, double atol, double rtol) {
@@ -100,9 +143,16 @@ std::vector<c10::IValue> elements(const c10::IValue& v) {
   return v.toList().vec();
 }
 
+bool is_none_like(const c10::IValue& v) {
+  return v.isNone() || (v.isTensor() && !v.toTensor().defined());
+}
+
 } // namespace
 
 comparison compare(const c10::IValue& ref, const c10::IValue& res, double atol, double rtol) {
+  // None and an undefined tensor are the same value to Python.
+  if (is_none_like(ref) && is_none_like(res))
+    return {};
   if (ref.isTensor() || res.isTensor()) {
     if (!ref.isTensor() || !res.isTensor())
       return mismatch("Expected a tensor and a tensor, got " + ref.tagKind() + " and "
@@ -123,8 +173,8 @@ comparison compare(const c10::IValue& ref, const c10::IValue& res, double atol, 
     comparison total;
     for (size_t i = 0; i < a.size(); ++i) {
       auto c = compare(a[i], b[i], atol, rtol);
-      total.max_abs_error = std::max(total.max_abs_error, c.max_abs_error);
-      total.max_rel_error = std::max(total.max_rel_error, c.max_rel_error);
+      merge_max(total.max_abs_error, c.max_abs_error);
+      merge_max(total.max_rel_error, c.max_rel_error);
       if (!c.ok && total.ok) {
         total.ok = false;
         total.message = "The failure occurred for item [" + std::to_string(i) + "]:\n\n" + c.message;
@@ -144,8 +194,6 @@ comparison compare(const c10::IValue& ref, const c10::IValue& res, double atol, 
     };
     return compare_numbers(as_double(ref), as_double(res), atol, rtol);
   }
-  if (ref.isNone() && res.isNone())
-    return {};
   if (ref.tagKind() != res.tagKind() || !(ref == res))
     return mismatch("Values are not equal: expected " + str(ref) + ", got " + str(res) + ".");
   return {};

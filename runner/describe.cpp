@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/version.h>
 
@@ -18,7 +19,12 @@
 
 namespace bb::runner {
 
-provenance describe(const options& opts) {
+void apply_options(const runner_options& opts) {
+  if (opts.device == "cpu" && opts.cpu_threads > 0)
+    at::set_num_threads(static_cast<int>(opts.cpu_threads));
+}
+
+provenance describe(const runner_options& opts) {
   provenance p;
   p.node = opts.node;
   p.device = opts.device;
@@ -52,7 +58,7 @@ std::string resolve_schema(const std::string& op_name) {
 }
 
 std::string describe_input(const std::string& op_name, const std::string& call_text,
-                           const options& opts) {
+                           const runner_options& opts) {
   auto name = ops::to_schema_name(op_name);
   auto handle = c10::Dispatcher::singleton().findSchema({name.name, name.overload});
   if (!handle)
@@ -91,7 +97,7 @@ std::string describe_input(const std::string& op_name, const std::string& call_t
   return out.str();
 }
 
-std::string check_device(const options& opts) {
+std::string check_device(const runner_options& opts) {
   try {
     auto x = at::ones({1 << 16}, at::TensorOptions().device(at::Device(opts.device)));
     auto sum = (x * 2).sum().item<double>();

@@ -1,7 +1,7 @@
 #include "runner/honesty.hpp"
 
+#include <algorithm>
 #include <regex>
-#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -10,8 +10,14 @@ namespace bb::runner {
 namespace {
 
 bool same_tensor_values(const at::Tensor& a, const at::Tensor& b) {
-  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type())
+  if (a.defined() != b.defined())
     return false;
+  if (!a.defined())
+    return true;
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type() || a.layout() != b.layout())
+    return false;
+  if (a.is_sparse())
+    return same_tensor_values(a._indices(), b._indices()) && same_tensor_values(a._values(), b._values());
   if (a.numel() == 0)
     return true;
   if (a.is_floating_point() || a.is_complex())
@@ -35,9 +41,18 @@ bool same_value(const c10::IValue& a, const c10::IValue& b) {
   return true; // only tensors can be mutated
 }
 
+// The storages a value's tensors live in: a sparse tensor's are its indices' and values'.
 void collect_tensors(const c10::IValue& v, std::vector<at::Tensor>& out) {
   if (v.isTensor()) {
-    out.push_back(v.toTensor());
+    const auto& t = v.toTensor();
+    if (!t.defined())
+      return;
+    if (t.is_sparse()) {
+      out.push_back(t._indices());
+      out.push_back(t._values());
+    } else if (t.layout() == at::kStrided) {
+      out.push_back(t);
+    }
   } else if (v.isList()) {
     for (const auto& x : v.toListRef())
       collect_tensors(x, out);
@@ -45,6 +60,25 @@ void collect_tensors(const c10::IValue& v, std::vector<at::Tensor>& out) {
     for (const auto& x : v.toTupleRef().elements())
       collect_tensors(x, out);
   }
+}
+
+// The value a call received for formal `i` (by position or keyword).
+const c10::IValue* argument(const prepared_input& in, const c10::FunctionSchema& schema, size_t i,
+                            bool call_args) {
+  const auto& formal = schema.arguments()[i];
+  if (!call_args)
+    return i < in.stack.size() ? &in.stack[i] : nullptr;
+  if (i < in.args.size())
+    return &in.args[i];
+  auto it = in.kwargs.find(formal.name());
+  return it == in.kwargs.end() ? nullptr : &it->second;
+}
+
+const c10::IValue* original(const built_call& call, const c10::FunctionSchema& schema, size_t i) {
+  if (i < call.args.size())
+    return &call.args[i];
+  auto it = call.kwargs.find(schema.arguments()[i].name());
+  return it == call.kwargs.end() ? nullptr : &it->second;
 }
 
 } // namespace
@@ -56,55 +90,62 @@ bool uses_cuda_stream(const std::string& source) {
   return std::regex_search(source, patterns);
 }
 
-std::string changed_input(const built_call& pristine, const prepared_input& after,
-                          const c10::FunctionSchema& schema, bool call_args) {
+std::vector<std::string> changed_inputs(const built_call& pristine, const prepared_input& after,
+                                        const c10::FunctionSchema& schema, bool call_args) {
+  std::vector<std::string> out;
   const auto& formals = schema.arguments();
   for (size_t i = 0; i < formals.size(); ++i) {
-    const auto& formal = formals[i];
-    if (formal.alias_info() && formal.alias_info()->isWrite())
+    if (formals[i].alias_info() && formals[i].alias_info()->isWrite())
       continue; // in-place and out= arguments are meant to change
-    const c10::IValue* before = nullptr;
-    const c10::IValue* now = nullptr;
-    if (i < pristine.args.size()) {
-      before = &pristine.args[i];
-    } else if (auto it = pristine.kwargs.find(formal.name()); it != pristine.kwargs.end()) {
-      before = &it->second;
-    }
-    if (!call_args) {
-      if (i < after.stack.size())
-        now = &after.stack[i];
-    } else if (i < after.args.size()) {
-      now = &after.args[i];
-    } else if (auto it = after.kwargs.find(formal.name()); it != after.kwargs.end()) {
-      now = &it->second;
-    }
+    auto before = original(pristine, schema, i);
+    auto now = argument(after, schema, i, call_args);
     if (before && now && !same_value(*before, *now))
-      return "argument " + std::to_string(i) + " (" + formal.name()
-             + ") was changed by the kernel, but the operator does not write it";
+      out.push_back("argument " + std::to_string(i) + " (" + formals[i].name()
+                    + ") was changed, but the operator does not write it");
   }
-  return "";
+  return out;
 }
 
-std::string aliased_input(const c10::IValue& result, const prepared_input& in,
-                          const c10::FunctionSchema& schema) {
+std::vector<std::string> aliased_inputs(const c10::IValue& result, const prepared_input& in,
+                                        const c10::FunctionSchema& schema, bool call_args) {
+  std::vector<std::string> out;
   for (const auto& r : schema.returns())
     if (r.alias_info())
-      return ""; // a view or in-place op returns an input by design
-  std::vector<at::Tensor> outputs, inputs;
-  collect_tensors(result, outputs);
-  for (auto& v : in.stack)
-    collect_tensors(v, inputs);
-  for (auto& v : in.args)
-    collect_tensors(v, inputs);
-  for (auto& kv : in.kwargs)
-    collect_tensors(kv.second, inputs);
-  for (size_t o = 0; o < outputs.size(); ++o)
-    for (auto& input : inputs)
-      if (outputs[o].defined() && input.defined() && outputs[o].numel() > 0
-          && outputs[o].storage().is_alias_of(input.storage()))
-        return "output " + std::to_string(o)
-               + " shares memory with an input, but the operator returns a new tensor";
-  return "";
+      return out; // a view or in-place op returns an input by design
+  std::vector<c10::IValue> outputs;
+  if (result.isTuple())
+    outputs = result.toTupleRef().elements().vec();
+  else
+    outputs.push_back(result);
+  const auto& formals = schema.arguments();
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    std::vector<at::Tensor> produced;
+    collect_tensors(outputs[o], produced);
+    for (size_t i = 0; i < formals.size(); ++i) {
+      auto arg = argument(in, schema, i, call_args);
+      if (!arg)
+        continue;
+      std::vector<at::Tensor> given;
+      collect_tensors(*arg, given);
+      bool shared = false;
+      for (auto& p : produced)
+        for (auto& g : given)
+          shared = shared || (p.numel() > 0 && g.numel() > 0 && p.storage().is_alias_of(g.storage()));
+      if (shared)
+        out.push_back("output " + std::to_string(o) + " shares memory with argument "
+                      + std::to_string(i) + " (" + formals[i].name() + ")");
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> beyond_reference(const std::vector<std::string>& kernel,
+                                          const std::vector<std::string>& reference) {
+  std::vector<std::string> out;
+  for (auto& k : kernel)
+    if (std::find(reference.begin(), reference.end(), k) == reference.end())
+      out.push_back(k);
+  return out;
 }
 
 } // namespace bb::runner

@@ -4,6 +4,7 @@
 // is a flag on the result and fails the input.
 
 #include <string>
+#include <vector>
 
 #include <ATen/core/function_schema.h>
 #include <ATen/core/ivalue.h>
@@ -17,14 +18,19 @@ namespace bb::runner {
 /// the timer measures the default stream only).
 bool uses_cuda_stream(const std::string& source);
 
-/// "" when the call left every input that the schema does not mark as written equal to the
-/// original in `pristine` (bitwise, NaN equal to NaN); else which argument changed.
-std::string changed_input(const built_call& pristine, const prepared_input& after,
-                          const c10::FunctionSchema& schema, bool call_args);
+/// The arguments (by formal name) that a call changed although the schema does not mark them
+/// as written: compared with their originals in `pristine`, bitwise, NaN equal to NaN.
+std::vector<std::string> changed_inputs(const built_call& pristine, const prepared_input& after,
+                                        const c10::FunctionSchema& schema, bool call_args);
 
-/// "" unless the operator returns fresh tensors (no alias in its schema's returns) and
-/// `result` shares storage with an input of `in`; else which.
-std::string aliased_input(const c10::IValue& result, const prepared_input& in,
-                          const c10::FunctionSchema& schema);
+/// The outputs of a call that share memory with an argument, as "output N shares memory with
+/// argument NAME", unless the schema says the output aliases (a view or in-place op).
+std::vector<std::string> aliased_inputs(const c10::IValue& result, const prepared_input& in,
+                                        const c10::FunctionSchema& schema, bool call_args);
+
+/// What `kernel` did that `reference` did not, on the same input: a kernel may do what the
+/// operator itself does.
+std::vector<std::string> beyond_reference(const std::vector<std::string>& kernel,
+                                          const std::vector<std::string>& reference);
 
 } // namespace bb::runner

@@ -3,6 +3,9 @@
 #include <stdexcept>
 
 #include <ATen/CPUGeneratorImpl.h>
+#ifdef BB_WITH_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#endif
 #include <ATen/ScalarOps.h>
 #include <ATen/core/jit_type.h>
 
@@ -45,6 +48,8 @@ c10::IValue torch_name_value(const std::string& name) {
     return c10::IValue(at::MemoryFormat::Preserve);
   if (name == "strided")
     return c10::IValue(at::kStrided);
+  if (name == "sparse_coo")
+    return c10::IValue(at::kSparse);
   if (name.rfind("sparse", 0) == 0)
     throw std::invalid_argument("unsupported: sparse layout torch." + name);
   throw std::invalid_argument("unknown value torch." + name);
@@ -195,6 +200,17 @@ uint64_t input_seed(const std::string& op_name, const std::string& call_text) {
   return h;
 }
 
+at::Generator make_input_generator(uint64_t seed, const at::Device& device) {
+#ifdef BB_WITH_CUDA
+  if (device.is_cuda()) {
+    auto gen = at::cuda::detail::createCUDAGenerator(device.has_index() ? device.index() : -1);
+    gen.set_current_seed(seed);
+    return gen;
+  }
+#endif
+  return at::make_generator<at::CPUGeneratorImpl>(seed);
+}
+
 at::Tensor make_tensor(const args::tensor_spec& spec, at::Generator& gen, const at::Device& device) {
   auto dtype = scalar_type_of(spec.dtype);
   if (spec.has_strides && spec.strides.size() != spec.sizes.size())
@@ -213,7 +229,9 @@ at::Tensor make_tensor(const args::tensor_spec& spec, at::Generator& gen, const 
     for (auto s : spec.sizes)
       numel *= s;
   }
-  auto options = at::TensorOptions().dtype(dtype).device(at::kCPU);
+  // Built where it is used, from the generator of that device: no copy, no work on the CPU
+  // for a CUDA job.
+  auto options = at::TensorOptions().dtype(dtype).device(device);
   at::Tensor flat;
   if (at::isComplexType(dtype)) {
     auto part = at::empty({numel, 2}, options.dtype(c10::toRealValueType(dtype)));
@@ -228,18 +246,12 @@ at::Tensor make_tensor(const args::tensor_spec& spec, at::Generator& gen, const 
   } else {
     flat = at::empty({numel}, options).uniform_(0.0, 1.0, gen);
   }
-  at::Tensor t = spec.has_strides ? flat.as_strided(spec.sizes, spec.strides)
-                                  : flat.view(spec.sizes);
-  if (device.is_cpu())
-    return t;
-  // Keep the layout: copy the flat storage over, then view it the same way.
-  auto moved = flat.to(device);
-  return spec.has_strides ? moved.as_strided(spec.sizes, spec.strides) : moved.view(spec.sizes);
+  return spec.has_strides ? flat.as_strided(spec.sizes, spec.strides) : flat.view(spec.sizes);
 }
 
 built_call build_call(const args::call& call, const c10::FunctionSchema& schema, uint64_t seed,
                       const at::Device& device) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto gen = make_input_generator(seed, device);
   const auto& formals = schema.arguments();
   built_call out;
   for (size_t i = 0; i < call.args.size(); ++i) {
@@ -256,12 +268,14 @@ built_call build_call(const args::call& call, const c10::FunctionSchema& schema,
 }
 
 c10::IValue clone_value(const c10::IValue& v) {
-  if (v.isTensor())
-    return c10::IValue(v.toTensor().clone());
+  if (v.isTensor()) {
+    const auto& t = v.toTensor();
+    return t.defined() ? c10::IValue(t.clone()) : v;
+  }
   if (v.isTensorList()) {
     c10::List<at::Tensor> out;
     for (const at::Tensor& t : v.toTensorList())
-      out.push_back(t.clone());
+      out.push_back(t.defined() ? t.clone() : t);
     return out;
   }
   if (v.isOptionalTensorList()) {
@@ -298,19 +312,50 @@ c10::IValue tensor_if_wanted(c10::IValue v, const c10::Argument* formal) {
 
 } // namespace
 
-std::vector<c10::IValue> make_stack(const built_call& call, const c10::FunctionSchema& schema) {
+built_call clone_call(const built_call& call) {
+  built_call out;
+  for (auto& a : call.args)
+    out.args.push_back(clone_value(a));
+  for (auto& [k, v] : call.kwargs)
+    out.kwargs.emplace(k, clone_value(v));
+  return out;
+}
+
+std::vector<c10::IValue> stack_of(const built_call& call, const c10::FunctionSchema& schema) {
   const auto& formals = schema.arguments();
   std::vector<c10::IValue> stack;
   stack.reserve(formals.size());
   for (size_t i = 0; i < call.args.size(); ++i)
-    stack.push_back(tensor_if_wanted(clone_value(call.args[i]), i < formals.size() ? &formals[i] : nullptr));
+    stack.push_back(tensor_if_wanted(call.args[i], i < formals.size() ? &formals[i] : nullptr));
   std::unordered_map<std::string, c10::IValue> kwargs;
   for (auto& [k, v] : call.kwargs) {
     auto idx = schema.argumentIndexWithName(k);
-    kwargs.emplace(k, tensor_if_wanted(clone_value(v), idx ? &formals[*idx] : nullptr));
+    kwargs.emplace(k, tensor_if_wanted(v, idx ? &formals[*idx] : nullptr));
   }
-  schema.checkAndNormalizeInputs(stack, kwargs);
+  // Keyword arguments and defaults into their places, as Python's torch.ops does it: without
+  // the schema's type check, which refuses what Python passes (a bool for a Scalar); the
+  // operator's own unboxing judges the values.
+  if (stack.size() > formals.size())
+    throw std::invalid_argument(schema.name() + " takes " + std::to_string(formals.size())
+                                + " arguments, not " + std::to_string(stack.size()));
+  for (size_t i = stack.size(); i < formals.size(); ++i) {
+    const auto& formal = formals[i];
+    if (auto it = kwargs.find(formal.name()); it != kwargs.end()) {
+      stack.push_back(std::move(it->second));
+      kwargs.erase(it);
+    } else if (formal.default_value()) {
+      stack.push_back(*formal.default_value());
+    } else {
+      throw std::invalid_argument(schema.name() + " misses its argument '" + formal.name() + "'");
+    }
+  }
+  if (!kwargs.empty())
+    throw std::invalid_argument(schema.name() + " has no argument '" + kwargs.begin()->first + "'");
   return stack;
+}
+
+std::vector<c10::IValue> make_stack(const built_call& call, const c10::FunctionSchema& schema) {
+  return stack_of(clone_call(call), schema);
 }
 
 } // namespace bb::runner

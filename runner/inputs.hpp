@@ -1,7 +1,7 @@
 #pragma once
 
 // Turns parsed call strings into dispatcher stacks, building tensors as
-// torch.testing.make_tensor does (DESIGN.md section 3), seeded from (op, input).
+// torch.testing.make_tensor does (docs/architecture.md, "Inputs"), seeded from (op, input).
 
 #include <string>
 #include <unordered_map>
@@ -23,7 +23,12 @@ struct built_call {
 /// Seed for the tensors of one input: a 64-bit FNV-1a hash of op name and call string.
 uint64_t input_seed(const std::string& op_name, const std::string& call_text);
 
-/// Builds one tensor on the CPU from the generator, then moves it to `device`.
+/// The generator inputs are drawn from on `device`, seeded: the same seed gives the same
+/// tensors on every node with the same kind of device (CPU and CUDA draw differently).
+at::Generator make_input_generator(uint64_t seed, const at::Device& device);
+
+/// Builds one tensor on `device` from `gen` (a generator of that device), as
+/// torch.testing.make_tensor would.
 at::Tensor make_tensor(const args::tensor_spec& spec, at::Generator& gen, const at::Device& device);
 
 /// Builds every value of `call` against `schema`'s argument types. Throws c10::Error or
@@ -34,7 +39,13 @@ built_call build_call(const args::call& call, const c10::FunctionSchema& schema,
 /// A deep copy: every tensor cloned, containers rebuilt, so an in-place op cannot leak state.
 c10::IValue clone_value(const c10::IValue& v);
 
+/// A deep copy of a call: every tensor cloned.
+built_call clone_call(const built_call& call);
+
 /// The dispatcher stack for a call: clones of its arguments, kwargs and defaults normalized.
 std::vector<c10::IValue> make_stack(const built_call& call, const c10::FunctionSchema& schema);
+
+/// The dispatcher stack for a call that shares the call's tensors (no clones).
+std::vector<c10::IValue> stack_of(const built_call& call, const c10::FunctionSchema& schema);
 
 } // namespace bb::runner

@@ -84,17 +84,20 @@ c10::IValue result_of(std::vector<c10::IValue>& stack) {
   return c10::ivalue::Tuple::create(std::move(stack));
 }
 
-prepared_input prepare(const built_call& call, const c10::FunctionSchema& schema, const kernel* k) {
+prepared_input prepare_shared(const built_call& call, const c10::FunctionSchema& schema, const kernel* k) {
   prepared_input p;
   if (k && k->takes_call_args()) {
-    for (auto& a : call.args)
-      p.args.push_back(clone_value(a));
+    p.args = call.args;
     for (auto& [name, v] : call.kwargs)
-      p.kwargs.emplace(name, clone_value(v));
+      p.kwargs.emplace(name, v);
   } else {
-    p.stack = make_stack(call, schema);
+    p.stack = stack_of(call, schema);
   }
   return p;
+}
+
+prepared_input prepare(const built_call& call, const c10::FunctionSchema& schema, const kernel* k) {
+  return prepare_shared(clone_call(call), schema, k);
 }
 
 std::unique_ptr<kernel> make_aten_kernel(const c10::OperatorHandle& op) {

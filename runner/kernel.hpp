@@ -39,6 +39,10 @@ public:
 /// Clones `call` into a prepared input for `k` (and for the reference when `k` is null).
 prepared_input prepare(const built_call& call, const c10::FunctionSchema& schema, const kernel* k);
 
+/// A prepared input for `k` that shares `call`'s tensors (no clones): two kernels can take
+/// turns on the same buffers.
+prepared_input prepare_shared(const built_call& call, const c10::FunctionSchema& schema, const kernel* k);
+
 /// The operator itself, through the dispatcher (the aten backend and the reference).
 std::unique_ptr<kernel> make_aten_kernel(const c10::OperatorHandle& op);
 

@@ -8,33 +8,31 @@
 #include <string>
 
 #include "messages/records.hpp"
+#include "messages/runner_protocol.hpp"
 
 namespace bb::runner {
 
-struct options {
-  /// "cpu" or "cuda" ("cuda" means the one device this runner sees).
-  std::string device = "cpu";
-  std::string node;
-  int64_t cpu_warmup = 10;
-  int64_t cpu_runs = 100;
-  /// Budget of one cpu_bench measurement in seconds; past it, warm-up and timed calls stop
-  /// early (at least one of each). 0: no budget, BackendBench's fixed counts.
-  double cpu_max_seconds = 0.0;
-  /// do_bench's warm-up and repetition budgets (ms of estimated time) and flush buffer.
-  double gpu_warmup_ms = 25.0;
-  double gpu_rep_ms = 100.0;
-  int64_t flush_bytes = int64_t{256} << 20;
-  double atol = 1e-2;
-  double rtol = 1e-2;
+/// One step of a job, told to the evaluator before it starts: the evaluator's per-call
+/// timeout restarts on each, and a step that runs past it is blamed on `side`.
+struct step {
+  std::string text;
+  /// Sets the runner up (loading a kernel, starting Python): bounded by the start timeout.
+  bool setup = false;
+  /// "reference", "kernel" or "" (neither, or both: timing).
+  std::string side;
+  /// "correctness" or "performance", and the input's index, when the step is about an input.
+  std::string input_kind;
+  uint32_t input_index = 0;
 };
 
-/// Called before each step that runs kernel or reference code, naming it; the evaluator's
-/// per-call timeout restarts on each. `setup` marks a step that sets the runner up (loading a
-/// kernel, starting Python), bounded by the start timeout instead.
-using progress_fn = std::function<void(const std::string& step, bool setup)>;
+/// Called before each step that runs kernel or reference code.
+using progress_fn = std::function<void(const step&)>;
+
+/// Applies what `opts` sets for the whole process (a CPU runner's threads).
+void apply_options(const runner_options& opts);
 
 /// Where this runner measures: node, device name, driver, torch version.
-provenance describe(const options& opts);
+provenance describe(const runner_options& opts);
 
 /// The dispatcher schema of an op name (aten.X.Y), or "" when this torch lacks it.
 std::string resolve_schema(const std::string& op_name);
@@ -42,13 +40,15 @@ std::string resolve_schema(const std::string& op_name);
 /// The tensors built for one input of `op_name`, a line each (sizes, strides, dtype and a
 /// checksum of their values), for --print-inputs; an error text when the input cannot be built.
 std::string describe_input(const std::string& op_name, const std::string& call_text,
-                           const options& opts);
+                           const runner_options& opts);
 
 /// Allocates, computes and synchronizes on the runner's device: "" when that works, else why.
-std::string check_device(const options& opts);
+std::string check_device(const runner_options& opts);
 
-/// Evaluates every input of `job`; never throws (a failure becomes the job's outcome).
-/// Outcome cuda_error means the CUDA context is lost: the runner must exit after replying.
-eval_result evaluate_job(const eval_job& job, const options& opts, const progress_fn& progress);
+/// Evaluates every input of `job`; never throws (a failure becomes the job's outcome; an
+/// exception in the runner's own code is infra_error, never the kernel's). Outcome
+/// cuda_error means the CUDA context is lost: the runner must exit after replying. The
+/// result's phases say where the time went.
+eval_result evaluate_job(const eval_job& job, const runner_options& opts, const progress_fn& progress);
 
 } // namespace bb::runner

@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <numeric>
 #include <stdexcept>
-#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -14,28 +15,304 @@
 
 namespace bb::runner {
 
-double cpu_bench_ms(const std::function<void()>& fn, const timer_options& opts) {
-  using clock = std::chrono::steady_clock;
-  auto over = [&](clock::time_point since, double share) {
-    return opts.cpu_max_seconds > 0
-           && std::chrono::duration<double>(clock::now() - since).count() > opts.cpu_max_seconds * share;
-  };
-  auto warm_start = clock::now();
-  for (int64_t i = 0; i < opts.cpu_warmup; ++i) {
-    fn();
-    if (over(warm_start, 0.25))
-      break;
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// The relative uncertainty a reference time from the cache adds: the drift between two runs
+// on the same kind of device, which within-run rounds do not see.
+constexpr double cached_reference_drift = 0.02;
+
+double ms_since(clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(clock::now() - start).count();
+}
+
+// The two-sided 97.5% quantile of Student's t with `df` degrees of freedom.
+double t_quantile(int64_t df) {
+  static const double table[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262,
+                                 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101,
+                                 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052,
+                                 2.048, 2.045, 2.042};
+  if (df < 1)
+    return 0.0;
+  if (df <= 30)
+    return table[df - 1];
+  return 1.96 + 2.4 / static_cast<double>(df);
+}
+
+// How one side's calls are spread over rounds: `calls` in `rounds` nearly equal shares.
+int64_t share(int64_t calls, int64_t rounds, int64_t round) {
+  return calls / rounds + (round < calls % rounds ? 1 : 0);
+}
+
+void finish_side(side_timing& s, const std::vector<std::vector<double>>& per_round) {
+  double total = 0.0;
+  int64_t n = 0;
+  for (auto& round : per_round) {
+    if (round.empty())
+      continue;
+    double sum = std::accumulate(round.begin(), round.end(), 0.0);
+    s.round_means_ms.push_back(sum / static_cast<double>(round.size()));
+    total += sum;
+    n += static_cast<int64_t>(round.size());
   }
+  s.calls = n;
+  s.mean_ms = n > 0 ? total / static_cast<double>(n) : 0.0;
+}
+
+// Both sides' timings from their calls per round; a cached reference as it is.
+paired_timing paired_from_rounds(const side_timing* cached, const std::vector<std::vector<double>>& ref_rounds,
+                                 const std::vector<std::vector<double>>& kernel_rounds) {
+  paired_timing out;
+  if (cached)
+    out.reference = *cached;
+  else
+    finish_side(out.reference, ref_rounds);
+  finish_side(out.kernel, kernel_rounds);
+  return out;
+}
+
+// --- CPU: BackendBench's cpu_bench, in rounds ---------------------------------------------
+
+// Warm-up calls as cpu_bench makes them (stopping after a quarter of the budget), and the
+// number of timed calls that fit the budget, judged from the warm-up.
+int64_t cpu_prime(const timed_fn& fn, const runner_options& opts) {
   auto start = clock::now();
   int64_t done = 0;
-  while (done < opts.cpu_runs) {
-    fn();
+  double budget_ms = opts.cpu_max_seconds * 1000.0;
+  for (int64_t i = 0; i < std::max<int64_t>(1, opts.cpu_warmup); ++i) {
+    fn(0);
     ++done;
-    if (over(start, 1.0))
+    if (budget_ms > 0 && ms_since(start) > budget_ms * 0.25)
       break;
   }
-  std::chrono::duration<double, std::milli> total = clock::now() - start;
-  return total.count() / static_cast<double>(std::max<int64_t>(1, done));
+  if (budget_ms <= 0)
+    return opts.cpu_runs;
+  double per_call = ms_since(start) / static_cast<double>(done);
+  auto fit = static_cast<int64_t>(budget_ms / std::max(per_call, 1e-6));
+  return std::clamp<int64_t>(fit, 1, opts.cpu_runs);
+}
+
+using side_fn = std::function<void(const char*)>;
+
+void tell(const side_fn& on_side, const char* side) {
+  if (on_side)
+    on_side(side);
+}
+
+paired_timing cpu_pair(const timed_fn& reference, const timed_fn& kernel,
+                       const runner_options& opts, const side_timing* cached, const side_fn& on_side) {
+  tell(on_side, "reference");
+  int64_t ref_calls = cached ? 0 : cpu_prime(reference, opts);
+  tell(on_side, "kernel");
+  int64_t kernel_calls = cpu_prime(kernel, opts);
+  int64_t rounds = std::max<int64_t>(1, std::min({opts.rounds, kernel_calls, cached ? kernel_calls : ref_calls}));
+  std::vector<std::vector<double>> ref_rounds(static_cast<size_t>(rounds));
+  std::vector<std::vector<double>> kernel_rounds(static_cast<size_t>(rounds));
+  auto run = [](const timed_fn& fn, int64_t round, int64_t n, std::vector<double>& out) {
+    for (int64_t i = 0; i < n; ++i) {
+      auto start = clock::now();
+      fn(round);
+      out.push_back(ms_since(start));
+    }
+  };
+  for (int64_t r = 0; r < rounds; ++r) {
+    // Odd rounds time the kernel first: the order cancels out over the rounds.
+    for (int turn = 0; turn < 2; ++turn) {
+      bool ref_turn = (turn == 0) == (r % 2 == 0);
+      if (ref_turn && !cached) {
+        tell(on_side, "reference");
+        run(reference, r, share(ref_calls, rounds, r), ref_rounds[static_cast<size_t>(r)]);
+      } else if (!ref_turn) {
+        tell(on_side, "kernel");
+        run(kernel, r, share(kernel_calls, rounds, r), kernel_rounds[static_cast<size_t>(r)]);
+      }
+    }
+  }
+  return paired_from_rounds(cached, ref_rounds, kernel_rounds);
+}
+
+#ifdef BB_WITH_CUDA
+
+// --- CUDA: triton.testing.do_bench's procedure, in rounds -----------------------------------
+
+struct cuda_side {
+  const timed_fn* fn = nullptr;
+  int64_t warmup = 1;
+  int64_t repeat = 1;
+};
+
+// do_bench's estimate: one call, then five calls each after a cache flush, timed together.
+void cuda_prime(cuda_side& side, at::Tensor& cache, const runner_options& opts) {
+  (*side.fn)(0);
+  c10::cuda::device_synchronize();
+  at::cuda::CUDAEvent start(cudaEventDefault), end(cudaEventDefault);
+  start.record();
+  for (int i = 0; i < 5; ++i) {
+    cache.zero_();
+    (*side.fn)(0);
+  }
+  end.record();
+  end.synchronize();
+  double estimate_ms = std::max(1e-6, static_cast<double>(start.elapsed_time(end)) / 5.0);
+  side.warmup = std::max<int64_t>(1, static_cast<int64_t>(opts.gpu_warmup_ms / estimate_ms));
+  side.repeat = std::max<int64_t>(1, static_cast<int64_t>(opts.gpu_rep_ms / estimate_ms));
+}
+
+// Timed calls, each after a cache flush outside its own event pair; read after a sync.
+struct queued_calls {
+  std::vector<at::cuda::CUDAEvent> starts, ends;
+  void queue(const timed_fn& fn, int64_t round, at::Tensor& cache, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      cache.zero_();
+      starts.emplace_back(cudaEventDefault);
+      ends.emplace_back(cudaEventDefault);
+      starts.back().record();
+      fn(round);
+      ends.back().record();
+    }
+  }
+  std::vector<double> read(size_t from = 0) const {
+    std::vector<double> out;
+    for (size_t i = from; i < starts.size(); ++i)
+      out.push_back(starts[i].elapsed_time(ends[i]));
+    return out;
+  }
+};
+
+paired_timing cuda_do_bench_pair(const timed_fn& reference, const timed_fn& kernel,
+                                 const runner_options& opts, const side_timing* cached, const side_fn& on_side) {
+  auto cache = at::empty({opts.flush_bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
+  cuda_side ref{&reference}, ker{&kernel};
+  if (!cached) {
+    tell(on_side, "reference");
+    cuda_prime(ref, cache, opts);
+  }
+  tell(on_side, "kernel");
+  cuda_prime(ker, cache, opts);
+  if (!cached)
+    for (int64_t i = 0; i < ref.warmup; ++i)
+      reference(0);
+  for (int64_t i = 0; i < ker.warmup; ++i)
+    kernel(0);
+  int64_t rounds = std::max<int64_t>(1, std::min({opts.rounds, ker.repeat, cached ? ker.repeat : ref.repeat}));
+  std::vector<queued_calls> ref_q(static_cast<size_t>(rounds)), ker_q(static_cast<size_t>(rounds));
+  for (int64_t r = 0; r < rounds; ++r) {
+    // Odd rounds time the kernel first: the order cancels out over the rounds.
+    for (int turn = 0; turn < 2; ++turn) {
+      bool ref_turn = (turn == 0) == (r % 2 == 0);
+      if (ref_turn && !cached)
+        ref_q[static_cast<size_t>(r)].queue(reference, r, cache, share(ref.repeat, rounds, r));
+      else if (!ref_turn)
+        ker_q[static_cast<size_t>(r)].queue(kernel, r, cache, share(ker.repeat, rounds, r));
+    }
+  }
+  tell(on_side, "");
+  c10::cuda::device_synchronize();
+  std::vector<std::vector<double>> ref_rounds, ker_rounds;
+  for (int64_t r = 0; r < rounds; ++r) {
+    ref_rounds.push_back(ref_q[static_cast<size_t>(r)].read());
+    ker_rounds.push_back(ker_q[static_cast<size_t>(r)].read());
+  }
+  return paired_from_rounds(cached, ref_rounds, ker_rounds);
+}
+
+// --- CUDA: the adaptive timer ----------------------------------------------------------------
+
+// Batches of calls, alternating between the sides, until each side's standard error of the
+// mean is under opts.adaptive_rel_sem (after at least opts.adaptive_min_calls calls) or its
+// timed calls add up to the repetition budget. Each batch is a round.
+paired_timing cuda_adaptive_pair(const timed_fn& reference, const timed_fn& kernel,
+                                 const runner_options& opts, const side_timing* cached, const side_fn& on_side) {
+  auto cache = at::empty({opts.flush_bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
+  constexpr int64_t batch = 5;
+  constexpr int64_t warmup_calls = 3;
+  struct state {
+    const timed_fn* fn;
+    bool done;
+    std::vector<std::vector<double>> rounds;
+    std::vector<double> all;
+  };
+  state sides[2] = {{&reference, cached != nullptr, {}, {}}, {&kernel, false, {}, {}}};
+  for (auto& s : sides) {
+    if (s.done)
+      continue;
+    tell(on_side, &s == &sides[0] ? "reference" : "kernel");
+    for (int64_t i = 0; i < warmup_calls; ++i)
+      (*s.fn)(0);
+  }
+  tell(on_side, "");
+  c10::cuda::device_synchronize();
+  auto converged = [&](const state& s) {
+    auto n = static_cast<int64_t>(s.all.size());
+    double sum = std::accumulate(s.all.begin(), s.all.end(), 0.0);
+    if (n >= 2 && sum >= opts.gpu_rep_ms)
+      return true; // the budget is spent: as precise as do_bench would be
+    if (n < std::max<int64_t>(2, opts.adaptive_min_calls))
+      return false;
+    double mean = sum / static_cast<double>(n);
+    double var = 0.0;
+    for (double x : s.all)
+      var += (x - mean) * (x - mean);
+    var /= static_cast<double>(n - 1);
+    double sem = std::sqrt(var / static_cast<double>(n));
+    return mean > 0 && sem / mean < opts.adaptive_rel_sem;
+  };
+  for (int64_t round = 0; !sides[0].done || !sides[1].done; ++round) {
+    queued_calls q[2];
+    for (int turn = 0; turn < 2; ++turn) {
+      int i = round % 2 == 0 ? turn : 1 - turn;
+      if (!sides[i].done)
+        q[i].queue(*sides[i].fn, round, cache, batch);
+    }
+    c10::cuda::device_synchronize();
+    for (int i = 0; i < 2; ++i) {
+      if (sides[i].done)
+        continue;
+      auto times = q[i].read();
+      sides[i].all.insert(sides[i].all.end(), times.begin(), times.end());
+      sides[i].rounds.push_back(std::move(times));
+      sides[i].done = converged(sides[i]);
+    }
+  }
+  return paired_from_rounds(cached, sides[0].rounds, sides[1].rounds);
+}
+
+#endif
+
+} // namespace
+
+speedup_estimate estimate_speedup(const side_timing& reference, const side_timing& kernel,
+                                  double extra_rel_sd) {
+  speedup_estimate e;
+  if (reference.mean_ms <= 0 || kernel.mean_ms <= 0)
+    return e;
+  e.speedup = reference.mean_ms / kernel.mean_ms;
+  auto nr = static_cast<int64_t>(reference.round_means_ms.size());
+  auto nk = static_cast<int64_t>(kernel.round_means_ms.size());
+  if (nr < 2 || nk < 2)
+    return e;
+  // The relative variance of each side's mean from the spread of its round means.
+  auto rel_var = [](const side_timing& s) {
+    auto n = static_cast<double>(s.round_means_ms.size());
+    double mean = std::accumulate(s.round_means_ms.begin(), s.round_means_ms.end(), 0.0) / n;
+    double var = 0.0;
+    for (double x : s.round_means_ms)
+      var += (x - mean) * (x - mean);
+    var /= (n - 1);
+    return var / (n * mean * mean);
+  };
+  double vr = rel_var(reference) + extra_rel_sd * extra_rel_sd, vk = rel_var(kernel);
+  double se = std::sqrt(vr + vk);
+  // Welch-Satterthwaite degrees of freedom.
+  double df = (vr + vk) * (vr + vk)
+              / ((vr * vr) / static_cast<double>(nr - 1) + (vk * vk) / static_cast<double>(nk - 1) + 1e-300);
+  auto dof = std::max<int64_t>(1, static_cast<int64_t>(std::floor(std::min(df, 1e6))));
+  double t = t_quantile(std::min<int64_t>(dof, nr + nk - 2));
+  double log_s = std::log(e.speedup);
+  e.ci_low = std::exp(log_s - t * se);
+  e.ci_high = std::exp(log_s + t * se);
+  return e;
 }
 
 bool built_with_cuda() {
@@ -55,52 +332,33 @@ void synchronize(const std::string& device) {
 #endif
 }
 
-double cuda_bench_ms(const std::function<void()>& fn, const timer_options& opts) {
+paired_timing time_pair(const timed_fn& reference, const timed_fn& kernel,
+                        const runner_options& opts, const side_timing* cached_reference,
+                        const std::function<void(const char*)>& on_side) {
+  paired_timing out;
+  if (opts.device != "cuda") {
+    out = cpu_pair(reference, kernel, opts, cached_reference, on_side);
+  } else {
 #ifdef BB_WITH_CUDA
-  fn();
-  c10::cuda::device_synchronize();
-  auto cache = at::empty({opts.flush_bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
-  at::cuda::CUDAEvent start(cudaEventDefault), end(cudaEventDefault);
-  start.record();
-  for (int i = 0; i < 5; ++i) {
-    cache.zero_();
-    fn();
-  }
-  end.record();
-  end.synchronize();
-  double estimate_ms = std::max(1e-6, static_cast<double>(start.elapsed_time(end)) / 5.0);
-  auto n_warmup = std::max<int64_t>(1, static_cast<int64_t>(opts.gpu_warmup_ms / estimate_ms));
-  auto n_repeat = std::max<int64_t>(1, static_cast<int64_t>(opts.gpu_rep_ms / estimate_ms));
-  std::vector<at::cuda::CUDAEvent> starts, ends;
-  starts.reserve(static_cast<size_t>(n_repeat));
-  ends.reserve(static_cast<size_t>(n_repeat));
-  for (int64_t i = 0; i < n_repeat; ++i) {
-    starts.emplace_back(cudaEventDefault);
-    ends.emplace_back(cudaEventDefault);
-  }
-  for (int64_t i = 0; i < n_warmup; ++i)
-    fn();
-  for (int64_t i = 0; i < n_repeat; ++i) {
-    // The flush is outside the event pair: only the call is timed.
-    cache.zero_();
-    starts[static_cast<size_t>(i)].record();
-    fn();
-    ends[static_cast<size_t>(i)].record();
-  }
-  c10::cuda::device_synchronize();
-  double total = 0.0;
-  for (int64_t i = 0; i < n_repeat; ++i)
-    total += starts[static_cast<size_t>(i)].elapsed_time(ends[static_cast<size_t>(i)]);
-  return total / static_cast<double>(n_repeat);
+    out = opts.timer == "adaptive" ? cuda_adaptive_pair(reference, kernel, opts, cached_reference, on_side)
+                                   : cuda_do_bench_pair(reference, kernel, opts, cached_reference, on_side);
 #else
-  (void)fn;
-  (void)opts;
-  throw std::runtime_error("this bbrunner was built without CUDA");
+    throw std::runtime_error("this bbrunner was built without CUDA");
 #endif
+  }
+  // A reference timed in another run carries that run's drift, which its rounds cannot show.
+  double drift = cached_reference ? cached_reference_drift : 0.0;
+  out.estimate = estimate_speedup(out.reference, out.kernel,
+                                  std::sqrt(drift * drift + opts.systematic_rel_sd * opts.systematic_rel_sd));
+  return out;
 }
 
-double time_ms(const std::function<void()>& fn, const timer_options& opts) {
-  return opts.device == "cuda" ? cuda_bench_ms(fn, opts) : cpu_bench_ms(fn, opts);
+double time_ms(const std::function<void()>& fn, const runner_options& opts) {
+  side_timing none;
+  none.mean_ms = 1.0;
+  none.round_means_ms = {1.0, 1.0};
+  timed_fn each = [&](int64_t) { fn(); };
+  return time_pair(each, each, opts, &none).kernel.mean_ms;
 }
 
 } // namespace bb::runner

@@ -1,39 +1,66 @@
 #pragma once
 
 // The timers, in bbrunner's C++ code where kernel code cannot reach them: BackendBench's
-// cpu_bench on the CPU, triton.testing.do_bench's procedure on CUDA.
+// cpu_bench on the CPU, triton.testing.do_bench's procedure on CUDA, and an adaptive timer
+// (opt-in) that stops once the mean is known well enough. Reference and kernel are timed in
+// alternating rounds so that drift of the machine hits both alike, and the rounds give each
+// speedup a confidence interval.
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
+
+#include "messages/runner_protocol.hpp"
 
 namespace bb::runner {
 
-struct timer_options {
-  /// "cpu" or "cuda".
-  std::string device = "cpu";
-  // cpu_bench: warm-up calls, timed calls, and a budget per measurement (0: none).
-  int64_t cpu_warmup = 10;
-  int64_t cpu_runs = 100;
-  double cpu_max_seconds = 0.0;
-  // do_bench: warm-up and repetition budgets in ms of estimated time, the cache flush buffer.
-  double gpu_warmup_ms = 25.0;
-  double gpu_rep_ms = 100.0;
-  int64_t flush_bytes = int64_t{256} << 20;
+/// What one side (reference or kernel) measured: the mean of its timed calls and the mean of
+/// each round.
+struct side_timing {
+  double mean_ms = 0.0;
+  std::vector<double> round_means_ms;
+  int64_t calls = 0;
 };
 
-/// cpu_bench: the mean of timed calls after warm-up calls, in milliseconds. With a budget,
-/// warm-up stops after a quarter of it and timing after all of it; at least one call each.
-double cpu_bench_ms(const std::function<void()>& fn, const timer_options& opts);
+/// A speedup with its 95% confidence interval (reference over kernel); the interval is empty
+/// (low = high = 0) when fewer than two rounds of either side were timed.
+struct speedup_estimate {
+  double speedup = 1.0;
+  double ci_low = 0.0;
+  double ci_high = 0.0;
+};
 
-/// do_bench: one call; five calls timed together (cache flushed before each) for an estimate;
-/// warm-up calls for gpu_warmup_ms and timed calls for gpu_rep_ms of estimated time (at least
-/// one each); the flush buffer zeroed before every timed call, outside its event pair; the
-/// mean of the per-call CUDA event times, in milliseconds. Throws when built without CUDA.
-double cuda_bench_ms(const std::function<void()>& fn, const timer_options& opts);
+/// A function timed by round: the round number lets the caller take turns on buffers (even and
+/// odd rounds swap the reference's and the kernel's inputs, so their placement in memory
+/// cancels out).
+using timed_fn = std::function<void(int64_t round)>;
 
-/// The timer for opts.device.
-double time_ms(const std::function<void()>& fn, const timer_options& opts);
+/// The reference's and the kernel's timings, taken together.
+struct paired_timing {
+  side_timing reference;
+  side_timing kernel;
+  speedup_estimate estimate;
+};
+
+/// Times `reference` and `kernel` alternately in opts.rounds rounds with opts.timer on
+/// opts.device, odd rounds with the kernel first. The interval includes the systematic
+/// uncertainty opts.systematic_rel_sd (and a cached reference's drift). With `cached_reference` (the reference's timing from the reference cache) the
+/// reference is not run and only the kernel is timed. Throws what the calls throw.
+/// `on_side` is told "reference" or "kernel" before each side's calls of a round are run or
+/// queued, so that a crash or a hang is blamed on the side that had it.
+paired_timing time_pair(const timed_fn& reference, const timed_fn& kernel,
+                        const runner_options& opts, const side_timing* cached_reference = nullptr,
+                        const std::function<void(const char*)>& on_side = {});
+
+/// Times one function alone (for benchmarks): the mean per call in milliseconds.
+double time_ms(const std::function<void()>& fn, const runner_options& opts);
+
+/// Speedup of `kernel` over `reference` with a 95% interval from their round means (t
+/// distribution on the log ratio, delta method), widened by `extra_rel_sd`, a further relative
+/// uncertainty of the reference (time_pair uses it for a cached reference).
+speedup_estimate estimate_speedup(const side_timing& reference, const side_timing& kernel,
+                                  double extra_rel_sd = 0.0);
 
 /// Waits for the device's queued work (nothing on the CPU).
 void synchronize(const std::string& device);

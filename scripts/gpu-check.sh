@@ -8,7 +8,8 @@
 #
 # BBCLUSTER_PYTHON picks the Python (default: python3 on PATH); TRACES_DIR holds the operator
 # traces (default: data/traces of the checkout). GPU_CHECK_STEPS picks the steps after
-# the build (default: all of tests,timing,compile,sweep,campaign).
+# the build (default: all of tests,timing,compile,sweep,campaign,sweepbench; sweepbench-quick
+# runs the sweep benchmark without its --topn 20 run).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=$(mkdir -p "${1:?usage: gpu-check.sh OUT_DIR [TRACES_DIR]}" && cd "$1" && pwd)
@@ -18,7 +19,7 @@ export BBCLUSTER_PYTHON=${BBCLUSTER_PYTHON:-$(command -v python3)}
 export BBCLUSTER_BUILD_DIR=${BBCLUSTER_BUILD_DIR:-$here/build-gpu}
 export BBCLUSTER_CMAKE_ARGS="-DTORCH_CUDA_ARCH_LIST=9.0 -DBBCLUSTER_TRACES_DIR=$traces ${BBCLUSTER_CMAKE_ARGS:-}"
 build=$BBCLUSTER_BUILD_DIR
-steps=${GPU_CHECK_STEPS:-tests,timing,compile,sweep,campaign}
+steps=${GPU_CHECK_STEPS:-tests,timing,compile,sweep,campaign,sweepbench}
 want() { [[ ",$steps," == *",$1,"* ]]; }
 step() { echo "== $1 ($(date +%T))" | tee -a "$out/steps.txt"; }
 
@@ -69,5 +70,11 @@ find "$campaign" | sort > "$out/campaign_tree.txt"
 timeout 200 "$build/bin/bbcluster" --suite torchbench --data "$traces/hf_train" --backend directory \
   --ops-directory "$campaign" --topn 5 --log-dir "$out/reevaluate" 2>&1 | tee "$out/reevaluate.txt" | tail -4
 timeout 300 "$build/tests/bb_integration_tests" "*kernel_agent*" 2>&1 | tee "$out/kernel_agent_tests.txt" | tail -6
+fi
+if want sweepbench || want sweepbench-quick; then
+step "sweep benchmark (included set, aten: topn 1 cold and warm, topn 5, adaptive)"
+quick=""; want sweepbench-quick && quick="--quick"
+timeout 560 "$build/bench/bench_sweep" $quick --data "$traces/backendbench/backend_bench_problems_included.txt" \
+  --keep "${TMPDIR:-/tmp}/bench_sweep" 2>&1 | tee "$out/bench_sweep.txt" | tail -40
 fi
 step "done"

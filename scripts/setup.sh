@@ -2,7 +2,9 @@
 # Idempotent setup for bbcluster: Debian packages, a Python environment with PyTorch 2.x
 # (outside the checkout, reused when present), and the CMake build.
 #
-#   scripts/setup.sh            install what is missing and build into build/
+#   scripts/setup.sh            install what is missing and build the programs into build/
+#                               (bbcluster, bbnode, bbrunner: what the smoke command runs)
+#   scripts/setup.sh --all      the same, and build the tests and benchmarks too (scripts/test.sh)
 #   scripts/setup.sh --no-build install only
 #   BBCLUSTER_PYTHON=/path/to/python scripts/setup.sh
 #                               use an existing Python that already has torch (GPU clusters)
@@ -18,6 +20,10 @@ torch_version=${BBCLUSTER_TORCH_VERSION:-2.11.0}
 build_dir=${BBCLUSTER_BUILD_DIR:-$here/build}
 
 log() { printf '[setup] %s\n' "$*" >&2; }
+setup_started=$(date +%s)
+# How long since the previous call, for the log of each long step.
+step_started=$setup_started
+took() { local now; now=$(date +%s); log "$1 took $((now - step_started)) s"; step_started=$now; }
 
 debian_packages=(
   build-essential cmake ninja-build pkg-config git
@@ -25,6 +31,8 @@ debian_packages=(
   catch2 libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   python3-dev python3-venv libcurl4-openssl-dev
   openssh-client
+  # the sandbox of kernels and compilers (evaluator.sandbox); setpriv is util-linux's
+  bubblewrap util-linux
 )
 
 install_debian_packages() {
@@ -35,10 +43,13 @@ install_debian_packages() {
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if [ ${#missing[@]} -eq 0 ]; then log "Debian packages present"; return; fi
-  log "installing Debian packages: ${missing[*]}"
+  log "installing ${#missing[@]} Debian packages (a minute or two): ${missing[*]}"
   local sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+  log "apt-get update"
   $sudo apt-get update -qq
+  log "apt-get install"
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  took "installing the packages"
 }
 
 has_torch() { "$1" -c 'import torch, sys; sys.exit(0 if int(torch.__version__.split(".")[0]) >= 2 else 1)' 2>/dev/null; }
@@ -56,8 +67,10 @@ python_with_torch() {
   mkdir -p "$home"
   /usr/bin/python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip >&2
-  "$venv/bin/python" -m pip install -q "torch==$torch_version" numpy >&2 \
-    || "$venv/bin/python" -m pip install -q "torch>=2,<3" numpy >&2
+  log "downloading and installing PyTorch $torch_version with numpy (a few minutes; pip shows its progress)"
+  "$venv/bin/python" -m pip install --progress-bar on "torch==$torch_version" numpy >&2 \
+    || "$venv/bin/python" -m pip install --progress-bar on "torch>=2,<3" numpy >&2
+  took "installing PyTorch"
   echo "$venv/bin/python"
 }
 
@@ -74,8 +87,18 @@ for module in pyarrow expecttest; do
 done
 
 if [ "${1:-}" != "--no-build" ]; then
+  step_started=$(date +%s)
+  log "configuring the build in $build_dir"
   # shellcheck disable=SC2086
   cmake -S "$here" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DBBCLUSTER_PYTHON="$python" ${BBCLUSTER_CMAKE_ARGS:-} >&2
-  cmake --build "$build_dir" -j "$(nproc)" >&2
+  if [ "${1:-}" = "--all" ]; then
+    log "building everything: programs, tests and benchmarks ([done/total] per step)"
+    cmake --build "$build_dir" -j "$(nproc)" >&2
+  else
+    log "building bbcluster, bbnode and bbrunner ([done/total] per step; the tests come with scripts/test.sh)"
+    cmake --build "$build_dir" -j "$(nproc)" --target bbcluster bbnode bbrunner >&2
+  fi
+  took "the build"
+  log "ready after $(( $(date +%s) - setup_started )) s"
 fi

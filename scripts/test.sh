@@ -6,13 +6,20 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${BBCLUSTER_BUILD_DIR:-$here/build}
 start=$(date +%s)
-"$here/scripts/setup.sh"
+"$here/scripts/setup.sh" --all
 built=$(date +%s)
 echo "[test] setup and build took $((built - start)) s" >&2
 # The launchers' tests need a Slurm and an sshd: one-machine ones from Debian's packages (as root).
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   "$here/tests/slurm/start.sh" >/dev/null || echo "[test] no Slurm could be started; its test will skip" >&2
   "$here/tests/ssh/start.sh" >/dev/null || echo "[test] no sshd could be started; its test will skip" >&2
+fi
+# report.html's test renders the page in a headless Chromium (Debian's package).
+if ! command -v chromium >/dev/null && command -v apt-get >/dev/null; then
+  echo "[test] installing chromium for the report.html test" >&2
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >&2 \
+    || echo "[test] no chromium could be installed; the report.html rendering test will skip" >&2
 fi
 cd "$build_dir"
 rc=0

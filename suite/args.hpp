@@ -1,6 +1,6 @@
 #pragma once
 
-// The argument grammar of operator traces (DESIGN.md section 3): parses a call string such as
+// The argument grammar of operator traces (docs/architecture.md, "Inputs"): parses a call string such as
 // "((T([2, 3], f16, [3, 1]), -1,), {'dtype': torch.float32})" into a value tree. No torch here:
 // the coordinator reads traces, bbrunner turns the tree into IValues.
 

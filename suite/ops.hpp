@@ -1,7 +1,7 @@
 #pragma once
 
 // Operator names: "aten.relu.default" <-> dispatcher name "aten::relu" + overload "", and
-// the --ops matching rules of DESIGN.md section 2.
+// the --ops matching rules of docs/architecture.md, "Command line".
 
 #include <string>
 #include <string_view>

@@ -98,7 +98,7 @@ sweep_plan make_plan(const plan_request& req) {
   plan.warnings = std::move(selection.warnings);
   plan.work = std::move(selection.selected);
   if (req.suite_name == "torchbench")
-    traces::keep_largest(plan.work, req.topn);
+    req.smallest ? traces::keep_smallest(plan.work, req.topn) : traces::keep_largest(plan.work, req.topn);
   else if (req.topn > 0)
     for (auto& op : plan.work.ops) {
       if (op.correctness.size() > req.topn)

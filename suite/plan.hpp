@@ -21,6 +21,8 @@ struct plan_request {
   std::vector<std::string> ops;
   /// --topn; 0 keeps every input.
   size_t topn = 0;
+  /// --smallest-inputs: keep the N smallest inputs instead of the N largest.
+  bool smallest = false;
   /// --check-overhead-dominated-ops (torchbench).
   bool overhead_dominated_only = false;
 };

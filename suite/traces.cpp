@@ -229,7 +229,9 @@ load_report load(const std::string& path, row_filter filter) {
   return loader.finish();
 }
 
-void keep_largest(suite& s, size_t topn) {
+namespace {
+
+void keep_by_size(suite& s, size_t topn, bool smallest) {
   for (auto& op : s.ops) {
     auto& inputs = op.correctness;
     std::vector<std::pair<int64_t, std::string>> sized;
@@ -243,6 +245,8 @@ void keep_largest(suite& s, size_t topn) {
     // As BackendBench: sorted(reverse=True) on (bytes, args text).
     std::sort(sized.begin(), sized.end(),
               [](const auto& a, const auto& b) { return a > b; });
+    if (smallest)
+      std::reverse(sized.begin(), sized.end());
     if (topn > 0 && sized.size() > topn)
       sized.resize(topn);
     inputs.clear();
@@ -250,6 +254,16 @@ void keep_largest(suite& s, size_t topn) {
       inputs.push_back(std::move(text));
     op.performance = inputs;
   }
+}
+
+} // namespace
+
+void keep_largest(suite& s, size_t topn) {
+  keep_by_size(s, topn, false);
+}
+
+void keep_smallest(suite& s, size_t topn) {
+  keep_by_size(s, topn, true);
 }
 
 std::string missing_data_help() {

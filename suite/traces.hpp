@@ -90,6 +90,10 @@ bool is_skipped_by_backendbench(const std::string& op_name, std::string& why);
 /// all); correctness and performance inputs are the same list.
 void keep_largest(suite& s, size_t topn);
 
+/// As keep_largest, but the N smallest inputs (smallest first): a quick run of every operator
+/// with the same kinds of arguments on a small machine.
+void keep_smallest(suite& s, size_t topn);
+
 /// What to tell a user who gave no --data.
 std::string missing_data_help();
 

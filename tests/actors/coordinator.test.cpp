@@ -28,6 +28,7 @@ struct trace {
   /// Operators in the order the evaluators saw them.
   std::vector<std::string> order;
   bool finished = false;
+  bool stopped = false;
 };
 
 reporter_actor::behavior_type mock_reporter(reporter_actor::pointer, std::shared_ptr<trace> t) {
@@ -39,6 +40,13 @@ reporter_actor::behavior_type mock_reporter(reporter_actor::pointer, std::shared
       t->finished = true;
       sweep_report rep;
       rep.jobs = t->reported.size();
+      return rep;
+    },
+    [t](atom::stop) {
+      t->stopped = true;
+      sweep_report rep;
+      rep.jobs = t->reported.size();
+      rep.partial = true;
       return rep;
     },
   };
@@ -251,4 +259,97 @@ TEST_CASE_METHOD(fixture, "a slow generation does not hold back the evaluation o
   REQUIRE(t->order.size() == 4);
   CHECK(t->order.back() == "aten.op0.default");
   CHECK(t->reported.size() == 4);
+}
+
+namespace {
+
+// An evaluator that keeps its job until the test lets it answer.
+struct held_job {
+  caf::typed_response_promise<eval_result> promise;
+  eval_job job;
+  int taken = 0;
+};
+
+evaluator_actor::behavior_type holding_evaluator(evaluator_actor::pointer self, std::shared_ptr<held_job> held) {
+  return {
+    [self, held](atom::evaluate, const eval_job& job) {
+      ++held->taken;
+      held->job = job;
+      held->promise = self->make_response_promise<eval_result>();
+      return held->promise;
+    },
+    [](atom::ping) { return atom::pong_v; },
+  };
+}
+
+eval_result passing(const eval_job& job) {
+  eval_result r;
+  r.job_id = job.job_id;
+  r.attempt = job.attempt;
+  r.op_name = job.op_name;
+  correctness_record c;
+  c.is_correct = true;
+  r.correctness.push_back(c);
+  return r;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "told to stop, the coordinator lets the running job finish, dispatches "
+                          "nothing more and answers with partial reports", "[actors]") {
+  auto held = std::make_shared<held_job>();
+  auto e = keep(sys->spawn(holding_evaluator, held));
+  auto reporter = keep(sys->spawn(mock_reporter, t));
+  auto coord = keep(sys->spawn(coordinator, config(3), keep(sys->spawn(aten_generator)),
+                               std::vector<evaluator_actor>{e}, reporter, compile_pool_actor{}));
+  caf::scoped_actor self{*sys};
+  self->send(coord, atom::run_v);
+  sched->run();
+  REQUIRE(held->taken == 1);
+  caf::anon_send(coord, atom::stop_v);
+  sched->run();
+  // The running job is not cut short: no answer yet.
+  bool answered = false;
+  self->receive([&](sweep_report&) { answered = true; }, caf::after(std::chrono::seconds(0)) >> [] {});
+  CHECK_FALSE(answered);
+  CHECK_FALSE(t->stopped);
+  held->promise.deliver(passing(held->job));
+  sched->run();
+  sweep_report out;
+  self->receive([&](sweep_report& r) { out = r, answered = true; },
+                caf::after(std::chrono::seconds(0)) >> [] {});
+  REQUIRE(answered);
+  CHECK(out.partial);
+  CHECK(t->stopped);
+  CHECK_FALSE(t->finished);
+  CHECK(held->taken == 1); // the two queued jobs were never dispatched
+  REQUIRE(t->reported.size() == 1);
+  CHECK(t->reported[0].op_name == held->job.op_name);
+}
+
+TEST_CASE_METHOD(fixture, "told to halt, the coordinator answers at once and ignores the result "
+                          "that comes after", "[actors]") {
+  auto held = std::make_shared<held_job>();
+  auto e = keep(sys->spawn(holding_evaluator, held));
+  auto reporter = keep(sys->spawn(mock_reporter, t));
+  auto coord = keep(sys->spawn(coordinator, config(2), keep(sys->spawn(aten_generator)),
+                               std::vector<evaluator_actor>{e}, reporter, compile_pool_actor{}));
+  caf::scoped_actor self{*sys};
+  self->send(coord, atom::run_v);
+  sched->run();
+  REQUIRE(held->taken == 1);
+  caf::anon_send(coord, atom::halt_v);
+  sched->run();
+  sweep_report out;
+  bool answered = false;
+  self->receive([&](sweep_report& r) { out = r, answered = true; },
+                caf::after(std::chrono::seconds(0)) >> [] {});
+  REQUIRE(answered);
+  CHECK(out.partial);
+  CHECK(t->reported.empty());
+  // The abandoned job's late result changes nothing: --resume runs it again.
+  held->promise.deliver(passing(held->job));
+  sched->run();
+  CHECK(t->reported.empty());
+  CHECK(held->taken == 1);
 }

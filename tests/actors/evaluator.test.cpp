@@ -45,8 +45,8 @@ TEST_CASE("the evaluator runs jobs in its runner and survives the runner's death
   evaluator_config ecfg;
   ecfg.runner = BB_BIN_DIR "/bbrunner";
   ecfg.log_dir = dir.path;
-  ecfg.cpu_warmup = 1;
-  ecfg.cpu_runs = 2;
+  ecfg.options.cpu_warmup = 1;
+  ecfg.options.cpu_runs = 2;
   // The runner inherits this and kills itself on jobs for this operator.
   ::setenv("BBCLUSTER_TEST_KILL_RUNNER_ON", "aten.crash_me.default", 1);
   auto e = sys.spawn<caf::detached>(evaluator, ecfg);
@@ -115,8 +115,9 @@ TEST_CASE("a job that outlives its timeout is timed_out and the runner group is 
   ecfg.log_dir = dir.path;
   ecfg.job_timeout_s = 0.5;
   // Enough timed calls on a large tensor to run for many seconds.
-  ecfg.cpu_warmup = 0;
-  ecfg.cpu_runs = 1000000;
+  ecfg.options.cpu_warmup = 0;
+  ecfg.options.cpu_runs = 1000000;
+  ecfg.options.cpu_max_seconds = 0.0;
   auto e = sys.spawn<caf::detached>(evaluator, ecfg);
   caf::scoped_actor self{sys};
   auto job = smoke_job(1);

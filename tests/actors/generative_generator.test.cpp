@@ -127,6 +127,12 @@ TEST_CASE_METHOD(fixture, "a wrong version is followed by one written with its f
   CHECK(s->requests[1].version == 2);
   CHECK_THAT(s->requests[1].feedback, Catch::Contains("Incorrect on input ((T([4], f32),), {})"));
   CHECK_THAT(s->requests[1].feedback, Catch::Contains("return x * 0.5")); // v1's code
+  // The evaluation itself goes along, for authors that put it to the model in another form.
+  CHECK(s->requests[0].previous.version == 0);
+  CHECK(s->requests[1].previous.version == 1);
+  REQUIRE(s->requests[1].previous.correctness.size() == 1);
+  CHECK(s->requests[1].previous.correctness[0].args == "((T([4], f32),), {})");
+  CHECK_FALSE(s->requests[1].previous.correctness[0].is_correct);
   auto r2 = evaluation(job, true, 1.5);
   r2.version = 2;
   auto final_step = ask<generation_step>(g, atom::revise_v, r2);

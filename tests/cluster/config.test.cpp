@@ -14,8 +14,8 @@ TEST_CASE("settings load over defaults", "[core]") {
   REQUIRE_FALSE(load_settings(dir / "a.toml", s));
   CHECK(s.devices == 3);
   CHECK(s.job_timeout_s == 30.0);
-  CHECK(s.cpu_runs == 7);
-  CHECK(s.cpu_warmup == 10);
+  CHECK(s.timing.cpu_runs == 7);
+  CHECK(s.timing.cpu_warmup == 10);
   CHECK_FALSE(validate(s));
 }
 
@@ -56,7 +56,7 @@ TEST_CASE("the shipped default.toml sets every key and loads cleanly", "[core]")
   settings defaults;
   CHECK(s.job_timeout_s == defaults.job_timeout_s);
   CHECK(s.max_attempts == defaults.max_attempts);
-  CHECK(s.cpu_runs == defaults.cpu_runs);
+  CHECK(s.timing.cpu_runs == defaults.timing.cpu_runs);
 }
 
 TEST_CASE("validation rejects out-of-range values", "[core]") {

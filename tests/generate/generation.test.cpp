@@ -10,7 +10,7 @@ eval_result evaluated(const std::string& outcome, std::vector<bool> correct,
                       std::vector<double> speedups) {
   eval_result r;
   r.op_name = "aten.tanh.default";
-  r.outcome = outcome;
+  REQUIRE(from_string(outcome, r.outcome));
   for (size_t i = 0; i < correct.size(); ++i) {
     correctness_record c;
     c.op_name = r.op_name;
@@ -201,6 +201,51 @@ TEST_CASE("KernelAgent's test code holds the suite's inputs and the aten operato
   CHECK_THAT(p, Catch::Contains("It was wrong."));
   auto add = agent_test_code(make_op_brief("aten.add.Tensor", "", {}));
   CHECK_THAT(add, Catch::Contains("OP = torch.ops.aten.add.Tensor"));
+  CHECK_THAT(t, Catch::Contains("# Operator: aten.leaky_relu.default\n"));
+  CHECK_THAT(t, Catch::Contains("PREVIOUSLY_FAILED = [\n]"));
+}
+
+TEST_CASE("KernelAgent's test code carries the previous version's evaluation to the kernel "
+          "prompts", "[core]") {
+  auto b = make_op_brief("aten.tanh.default", "aten::tanh(Tensor self) -> Tensor",
+                         {"((T([8, 16], f16),), {})"});
+  // v1 was wrong on an input of the evaluation that is not among the examples.
+  auto v1 = evaluated("ok", {true, false}, {});
+  v1.version = 1;
+  v1.correctness[1].error_msg = "Tensor-likes are not close!\n\nMismatched elements: 6 / 6";
+  v1.correctness[1].traceback = "Traceback (most recent call last):\n  File \"kernel.py\"";
+  v1.flags = {"mutates_input"};
+  auto t = agent_test_code(b, v1);
+  CHECK_THAT(t, Catch::Contains("# Schema: aten::tanh(Tensor self) -> Tensor"));
+  CHECK_THAT(t, Catch::Contains("previous kernel (version 1) and it was wrong"));
+  CHECK_THAT(t, Catch::Contains("#   ((T([3], f32),), {})\n"
+                                "#     max absolute error 0.25, max relative error 0.5; "
+                                "AssertionError: Tensor-likes are not close!\n"));
+  CHECK_THAT(t, Catch::Contains("\n#       Traceback (most recent call last):\n#         File \"kernel.py\"\n"));
+  CHECK_THAT(t, Catch::Contains("PREVIOUSLY_FAILED = [\n    (r\"\"\"((T([3], f32),), {})\"\"\", "
+                                "\"max absolute error 0.25, max relative error 0.5; "
+                                "AssertionError: Tensor-likes are not close!\"),\n]"));
+  CHECK(t.find("((T([2], f32),), {})") == std::string::npos); // the input it got right
+  CHECK_THAT(t, Catch::Contains("flagged it: mutates_input"));
+  CHECK_THAT(t, Catch::Contains("previously failed case"));
+
+  // A version without a kernel: what the agent's last round said reaches the next test.
+  auto none = evaluated("no_kernel", {}, {});
+  none.version = 2;
+  none.detail = "v2: KernelAgent found no kernel (Failed to generate working kernel); its last "
+                "round (worker 0, round 3) failed: case 1 failed: NameError: name 'tl' is not "
+                "defined\nThe output of that round:\ncase 1 failed";
+  auto after = agent_test_code(b, none);
+  CHECK_THAT(after, Catch::Contains("# The previous attempt (version 2) failed as a whole: no_kernel."));
+  CHECK_THAT(after, Catch::Contains("# v2: KernelAgent found no kernel (Failed to generate working "
+                                    "kernel); its last round (worker 0, round 3) failed: case 1 "
+                                    "failed: NameError"));
+  CHECK_THAT(after, Catch::Contains("\n# The output of that round:\n"));
+  // A string the test prints is a valid Python literal however the error reads.
+  auto quoted = evaluated("ok", {false}, {});
+  quoted.version = 1;
+  quoted.correctness[0].error_msg = "expected \"a\\b\"";
+  CHECK_THAT(agent_test_code(b, quoted), Catch::Contains("AssertionError: expected \\\"a\\\\b\\\"\"),"));
 }
 
 TEST_CASE("a version that cannot be scored here ends the operator's versions", "[core]") {
@@ -211,7 +256,7 @@ TEST_CASE("a version that cannot be scored here ends the operator's versions", "
   v1.version = 1;
   h.record(v1);
   CHECK_FALSE(h.wants_another(policy));
-  CHECK(h.standing().outcome == "needs_cuda");
+  CHECK(h.standing().outcome == bb::outcome::needs_cuda);
 }
 
 TEST_CASE("--dsl cutedsl and helion ask for .py kernels with their languages' ABI", "[core]") {

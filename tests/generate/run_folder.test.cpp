@@ -36,12 +36,21 @@ TEST_CASE("a run folder holds versions, sessions and summaries in KernelAgent's 
   auto v1 = f.write_version("relu__default", 1, "py", "def relu__default_kernel_impl(x):\n    return x\n", err);
   REQUIRE(err.empty());
   CHECK(v1 == (root / "relu__default" / "relu__default_implementation_v1.py").string());
-  fs::create_directories(root / "agent_logs" / "session_20261203_1" / "worker_0");
-  std::ofstream(root / "agent_logs" / "session_20261203_1" / "kernel.py") << "x";
-  auto kept = f.preserve_session("relu__default", (root / "agent_logs" / "session_20261203_1").string(), err);
-  CHECK(kept == "relu__default_session_20261203_1");
+  // KernelAgent's session name is kept whole, as BackendBench's KernelAgent integration keeps
+  // it: <folder>_session_session_<date>_<time>_<microseconds>.
+  auto session = root / "agent_logs" / "session_20260114_152250_994449";
+  fs::create_directories(session / "worker_0");
+  std::ofstream(session / "kernel.py") << "x";
+  auto kept = f.preserve_session("relu__default", session.string(), err);
+  CHECK(kept == "relu__default_session_session_20260114_152250_994449");
   CHECK(fs::exists(root / kept / "kernel.py"));
-  CHECK_FALSE(fs::exists(root / "agent_logs" / "session_20261203_1"));
+  CHECK_FALSE(fs::exists(session));
+  // A session in the run's own folder of agent_logs/: that folder goes once it is empty.
+  auto own = root / "agent_logs" / "tanh__default_v1";
+  fs::create_directories(own / "session_20260114_152251_1");
+  CHECK(f.preserve_session("tanh__default", (own / "session_20260114_152251_1").string(), err)
+        == "tanh__default_session_session_20260114_152251_1");
+  CHECK_FALSE(fs::exists(own));
   CHECK(f.preserve_session("relu__default", "/nonexistent/session_x", err).empty());
   CHECK_THAT(err, Catch::Contains("does not exist"));
 
@@ -62,7 +71,7 @@ TEST_CASE("a run folder holds versions, sessions and summaries in KernelAgent's 
   CHECK_THAT(text, Catch::Contains("Attempts: 1\n"));
   CHECK_THAT(text, Catch::Contains("v1: relu__default_implementation_v1.py: correct, speedup 1.20x"));
   CHECK_THAT(text, Catch::Contains("Final status: passed (version 1 stands)"));
-  CHECK_THAT(text, Catch::Contains("Agent session: relu__default_session_20261203_1"));
+  CHECK_THAT(text, Catch::Contains("Agent session: relu__default_session_session_20260114_152250_994449"));
 
   op_summary failed;
   failed.op_name = "aten.tanh.default";

@@ -34,13 +34,13 @@ bool python_imports(const std::string& module) {
 // entries, one of them switched off by its condition, and torch for the arithmetic.
 void write_fake_flag_gems(const bb::test::temp_dir& dir) {
   fs::create_directories(dir / "fake/flag_gems");
-  bb::test::write_file(dir / "fake/flag_gems/__init__.py", R"(import torch
+  bb::test::write_file(dir / "fake/flag_gems/__init__.py", R"py(import torch
 __version__ = "0.0-test"
 def relu(x): return torch.relu(x)
 def add(a, b, alpha=1): return torch.add(a, b, alpha=alpha)
 def mm(a, b): return a @ b
 _FULL_CONFIG = (("relu", relu), ("add.Tensor", add), ("mm", mm, lambda: False))
-)");
+)py");
 }
 
 // The chat-completions server of tests/llm, stopped when the object goes.
@@ -118,7 +118,7 @@ TEST_CASE("--alternative-torchbench-data-path takes BackendBench's .parquet, con
     return;
   }
   bb::test::temp_dir dir;
-  bb::test::write_file(dir / "make.py", R"(import math, sys
+  bb::test::write_file(dir / "make.py", R"py(import math, sys
 import pyarrow as pa, pyarrow.parquet as pq
 pq.write_table(pa.table({
   "op_name": ["aten.relu.default", "aten.relu.default", "aten.tanh.default", "aten.empty_like.default"],
@@ -128,7 +128,7 @@ pq.write_table(pa.table({
   "runtime_ms": [0.5, math.nan, 1.0, math.nan],
   "is_overhead_dominated_op": [False, True, False, False],
 }), sys.argv[1])
-)");
+)py");
   REQUIRE(std::system((bb::build_python() + " " + dir / "make.py " + dir / "p.parquet").c_str()) == 0);
   auto env = "BBCLUSTER_HOME=" + dir / "home" + " ";
   auto list = run(dir, env + bbcluster + " --suite torchbench --alternative-torchbench-data-path "
@@ -283,7 +283,7 @@ namespace {
 // BackendBench's opinfo rule written out on its own (suite/opinfo.py): the OpInfos named, the
 // dtype supported, the samples listed after seeding, those whose call traces to one aten
 // operator that reproduces the result; counted per aten operator.
-const char* reference_counts = R"(import random, sys
+const char* reference_counts = R"py(import random, sys
 from collections import defaultdict
 import torch
 from torch.testing._internal.common_methods_invocations import op_db
@@ -318,7 +318,7 @@ for op in op_db:
             pass
 for name, n in sorted(counts.items()):
     print(name, n)
-)";
+)py";
 
 std::map<std::string, size_t> listed_counts(const std::string& out) {
   std::map<std::string, size_t> counts;

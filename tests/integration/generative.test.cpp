@@ -24,6 +24,10 @@ namespace {
 const std::string bbcluster = BB_BIN_DIR "/bbcluster";
 const std::string hf_train = BB_TRACES_DIR "/hf_train";
 const std::string api_key = "sk-bbtest-never-in-a-file-4242";
+// The stand-in KernelAgent on the path, with a provider for its default model
+// (claude-sonnet-4-20250514: Anthropic, available with a key). Its scripted behaviours write
+// kernels themselves; only "model" asks the model.
+const std::string agent_env = "ANTHROPIC_API_KEY=" + api_key + " PYTHONPATH=" BB_SOURCE_DIR "/tests/kernel_agent ";
 
 // Short timings: CPU evaluation of a few inputs, quick retries.
 const char* fast_settings = R"([timing]
@@ -267,7 +271,7 @@ TEST_CASE("kernel_agent: a campaign leaves KernelAgent's run folder, which re-ev
           "directory", "[integration]") {
   bb::test::temp_dir dir;
   bb::test::write_file(dir / "fast.toml", fast_settings);
-  auto cmd = "PYTHONPATH=" BB_SOURCE_DIR "/tests/kernel_agent " + bbcluster + " --suite torchbench --data "
+  auto cmd = agent_env + bbcluster + " --suite torchbench --data "
              + hf_train + " --backend kernel_agent --ops relu.default,leaky_relu.default --topn 5"
              + " --kernel-agent-workers 2 --kernel-agent-max-rounds 3 --config " + dir / "fast.toml"
              + " --log-dir " + dir / "run";
@@ -288,12 +292,25 @@ TEST_CASE("kernel_agent: a campaign leaves KernelAgent's run folder, which re-ev
   CHECK(top == std::set<std::string>{"agent_logs", "relu__default", session, "OVERALL_SUMMARY.txt", "README.md"});
   CHECK(names_in(folder / "relu__default")
         == std::set<std::string>{"relu__default_implementation_v1.py", "relu__default_summary.txt"});
-  CHECK(fs::exists(folder / session / "kernel.py"));
+  // KernelAgent's session name whole, as BackendBench's integration keeps it.
+  CHECK(session.rfind("relu__default_session_session_", 0) == 0);
+  CHECK(fs::exists(folder / session / "final_kernel.py"));
   // The stand-in accepts a kernel only when the test code bbcluster wrote passes with it.
-  CHECK_THAT(bb::test::read_file((folder / session / "worker_0/round_1.log").string()),
-             Catch::Contains("all cases passed"));
+  auto round = json::parse(bb::test::read_file((folder / session / "workers/worker_0/round_1.json").string()));
+  CHECK(round["success"] == true);
+  CHECK_THAT(round["stdout"].get<std::string>(), Catch::Contains("all cases passed"));
   CHECK_THAT(bb::test::read_file((folder / "agent_logs/relu__default_v1.log").string()),
              Catch::Contains("2 workers, 3 rounds"));
+  // One log per operator and version, nothing shared: KernelAgent's own agent_<second>.log
+  // (which agents started in the same second share) and its empty manager_<second>.log are
+  // gone, and so is each run's own folder once its session moved out.
+  std::set<std::string> logs;
+  for (auto& name : names_in(folder / "agent_logs"))
+    if (name.rfind("relu__default_v1", 0) != 0 && name.rfind("leaky_relu__default_v1", 0) != 0)
+      logs.insert(name);
+  CHECK(logs.empty());
+  CHECK(names_in(folder / "agent_logs").count("relu__default_v1") == 0);
+  CHECK_FALSE(appears_under(folder, api_key));
   auto summary = bb::test::read_file((folder / "relu__default/relu__default_summary.txt").string());
   CHECK_THAT(summary, Catch::Contains("Operation: relu\n"));
   CHECK_THAT(summary, Catch::Contains("Full op name: aten.relu.default\n"));
@@ -302,6 +319,9 @@ TEST_CASE("kernel_agent: a campaign leaves KernelAgent's run folder, which re-ev
   CHECK_THAT(summary, Catch::Contains("Attempts: 1\n"));
   CHECK_THAT(summary, Catch::Contains("Final status: passed"));
   CHECK_THAT(summary, Catch::Contains("agent worker 0, 1 rounds"));
+  CHECK_THAT(summary, Catch::Contains("KernelAgent model: claude-sonnet-4-20250514\n"));
+  CHECK_THAT(summary, Catch::Contains("KernelAgent provider: anthropic"));
+  CHECK_THAT(summary, Catch::Contains("KernelAgent writes its own test too: no\n"));
   auto overall = bb::test::read_file((folder / "OVERALL_SUMMARY.txt").string());
   CHECK_THAT(overall, Catch::Contains("Success rate: 100.0%"));
 
@@ -325,7 +345,7 @@ TEST_CASE("kernel_agent: crashes are retried, failures and wrong kernels get ano
                                                 {"aten.tanh.default", {"wrong", "success"}},
                                                 {"aten.cos.default", {"fail"}}}
                                              .dump());
-  auto cmd = "FAKE_AGENT_SCRIPT=" + dir / "agent.json" + " PYTHONPATH=" BB_SOURCE_DIR "/tests/kernel_agent "
+  auto cmd = "FAKE_AGENT_SCRIPT=" + dir / "agent.json" + " " + agent_env
              + bbcluster + " --suite torchbench --data " + hf_train
              + " --backend kernel_agent --ops relu.default,tanh.default,cos.default --topn 1"
              + " --llm-attempts 2 --config " + dir / "fast.toml --log-dir " + dir / "run";
@@ -347,10 +367,33 @@ TEST_CASE("kernel_agent: crashes are retried, failures and wrong kernels get ano
   CHECK_THAT(bb::test::read_file((logs / "relu__default_v1.log").string()), Catch::Contains("call 1: crash"));
   CHECK_THAT(bb::test::read_file((folder / "relu__default/relu__default_summary.txt").string()),
              Catch::Contains("2 runs"));
-  // v2 of tanh was asked for with v1's evaluation.
+  // v2 of tanh was asked for with v1's evaluation: in the problem description, and in the test
+  // code (what KernelAgent's kernel prompts show), its wrong input checked first.
   auto v2 = json::parse(bb::test::read_file((logs / "tanh__default_v2.request.json").string()));
   CHECK_THAT(v2["problem_description"].get<std::string>(), Catch::Contains("Incorrect on input"));
+  auto tanh_v1 = bb::test::journal_lines(dir / "run/results.jsonl", "version_evaluated");
+  std::string wrong_input;
+  for (auto& j : tanh_v1)
+    if (j["op_name"] == "aten.tanh.default" && j["version"] == 1)
+      wrong_input = j["correctness"][0]["args"];
+  REQUIRE_FALSE(wrong_input.empty());
+  auto v2_test = v2["test_code"].get<std::string>();
+  CHECK_THAT(v2_test, Catch::Contains("PREVIOUSLY_FAILED = [\n    (r\"\"\"" + wrong_input + "\"\"\", \"max absolute error"));
+  CHECK_THAT(v2_test, Catch::Contains("previous kernel (version 1) and it was wrong"));
   CHECK(fs::exists(folder / "tanh__default/tanh__default_implementation_v2.py"));
+  // An agent that found no kernel: its last round's failure is in the summary and in the next
+  // version's feedback.
+  auto cos_detail = finished["aten.cos.default"]["detail"].get<std::string>();
+  CHECK_THAT(cos_detail, Catch::Contains("KernelAgent found no kernel (Failed to generate working kernel); "
+                                         "its last round (worker 0, round 1) failed: case 1 failed: "));
+  CHECK_THAT(cos_detail, Catch::Contains("AssertionError"));
+  auto cos_summary = bb::test::read_file((folder / "cos__default/cos__default_summary.txt").string());
+  CHECK_THAT(cos_summary, Catch::Contains("its last round (worker 0, round 1) failed: case 1 failed"));
+  auto cos_v2 = json::parse(bb::test::read_file((logs / "cos__default_v2.request.json").string()));
+  CHECK_THAT(cos_v2["test_code"].get<std::string>(),
+             Catch::Contains("# The previous attempt (version 1) failed as a whole: no_kernel."));
+  CHECK_THAT(cos_v2["test_code"].get<std::string>(), Catch::Contains("its last round (worker 0, round 1) failed: case 1 failed"));
+  CHECK_THAT(cos_v2["problem_description"].get<std::string>(), Catch::Contains("its last round (worker 0, round 1) failed"));
   // A failed agent's session is kept too: two versions of cos, two sessions.
   size_t cos_sessions = 0;
   for (auto& n : names_in(folder))
@@ -365,8 +408,7 @@ TEST_CASE("kernel_agent: a hung agent is killed at its timeout, run again, then 
   settings.replace(settings.find("timeout_s = 120.0"), 17, "timeout_s = 3.0");
   bb::test::write_file(dir / "fast.toml", settings);
   bb::test::write_file(dir / "agent.json", json{{"aten.neg.default", {"hang"}}}.dump());
-  auto r = run(dir, "FAKE_AGENT_SCRIPT=" + dir / "agent.json" + " PYTHONPATH=" BB_SOURCE_DIR
-                      "/tests/kernel_agent " + bbcluster + " --suite torchbench --data " + hf_train
+  auto r = run(dir, "FAKE_AGENT_SCRIPT=" + dir / "agent.json" + " " + agent_env + bbcluster + " --suite torchbench --data " + hf_train
                       + " --backend kernel_agent --ops neg.default --topn 1 --llm-attempts 1"
                       + " --config " + dir / "fast.toml --log-dir " + dir / "run");
   INFO(r.err);
@@ -390,7 +432,7 @@ TEST_CASE("kernel_agent: a killed bbcluster takes its agents and their workers w
   bb::test::temp_dir dir;
   bb::test::write_file(dir / "fast.toml", fast_settings);
   bb::test::write_file(dir / "agent.json", json{{"aten.neg.default", {"hang"}}}.dump());
-  auto cmd = "FAKE_AGENT_SCRIPT=" + dir / "agent.json" + " PYTHONPATH=" BB_SOURCE_DIR "/tests/kernel_agent exec "
+  auto cmd = "FAKE_AGENT_SCRIPT=" + dir / "agent.json" + " " + agent_env + "exec "
              + bbcluster + " --suite torchbench --data " + hf_train
              + " --backend kernel_agent --ops neg.default --topn 1 --config " + dir / "fast.toml"
              + " --log-dir " + dir / "run >" + dir / "out 2>&1";
@@ -430,7 +472,7 @@ TEST_CASE("kernel_agent: a campaign's kernels are evaluated on the nodes of a ho
   bb::test::temp_dir dir;
   bb::test::write_file(dir / "fast.toml", fast_settings);
   bb::test::write_file(dir / "hosts.txt", "a slots=1\nb slots=1\n");
-  auto r = run(dir, "PYTHONPATH=" BB_SOURCE_DIR "/tests/kernel_agent " + bbcluster
+  auto r = run(dir, agent_env + bbcluster
                       + " --suite torchbench --data " + hf_train
                       + " --backend kernel_agent --ops relu.default,tanh.default,neg.default --topn 1"
                       + " --nodes " + dir / "hosts.txt --launcher local --config " + dir / "fast.toml"
@@ -453,7 +495,7 @@ TEST_CASE("kernel_agent: a resumed campaign goes on from the last evaluated vers
   bb::test::temp_dir dir;
   bb::test::write_file(dir / "fast.toml", fast_settings);
   bb::test::write_file(dir / "agent.json", json{{"aten.tanh.default", {"wrong", "success"}}}.dump());
-  auto env = "FAKE_AGENT_SCRIPT=" + dir / "agent.json" + " PYTHONPATH=" BB_SOURCE_DIR "/tests/kernel_agent ";
+  auto env = "FAKE_AGENT_SCRIPT=" + dir / "agent.json" + " " + agent_env;
   auto first = run(dir, "cd " + dir.path + " && " + env + bbcluster + " --suite torchbench --data " + hf_train
                           + " --backend kernel_agent --ops relu.default,tanh.default --topn 1 --llm-attempts 3"
                           + " --config fast.toml --log-dir run");
@@ -486,4 +528,127 @@ TEST_CASE("kernel_agent: a resumed campaign goes on from the last evaluated vers
   CHECK_THAT(summary, Catch::Contains("Final status: passed (version 2 stands)"));
   auto overall = bb::test::read_file((folder / "OVERALL_SUMMARY.txt").string());
   CHECK_THAT(overall, Catch::Contains("Passed: 2"));
+}
+
+TEST_CASE("kernel_agent: --llm-model and --llm-base-url select the agent's model, and a wrong "
+          "v1's evaluation reaches the v2 prompt to the model", "[integration]") {
+  bb::test::temp_dir dir;
+  bb::test::write_file(dir / "fast.toml", fast_settings);
+  // v1 is the stand-in's own wrong kernel, claimed correct; v2 comes from the model, through
+  // KernelAgent's relay (scripted is a model KernelAgent does not know).
+  bb::test::write_file(dir / "agent.json", json{{"aten.tanh.default", {"wrong", "model"}}}.dump());
+  llm_server server(dir, json{{"aten.tanh.default",
+                               {{{"content", fence("python", "import torch\n\ndef kernel_function(x):\n    return torch.tanh(x)\n")}}}}});
+  auto url = "http://127.0.0.1:" + server.port;
+  auto r = run(dir, "FAKE_AGENT_SCRIPT=" + dir / "agent.json" + " PYTHONPATH=" BB_SOURCE_DIR "/tests/kernel_agent "
+                      + bbcluster + " --suite torchbench --data " + hf_train
+                      + " --backend kernel_agent --ops tanh.default --topn 1 --llm-attempts 2"
+                      + " --kernel-agent-workers 1 --kernel-agent-max-rounds 1 --llm-model scripted"
+                      + " --llm-base-url " + url + " --config " + dir / "fast.toml --log-dir " + dir / "run");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("correctness score (mean pass rate over all operators): 1.00") == 0);
+  CHECK_THAT(r.err, Catch::Contains("KernelAgent asks scripted through its relay provider at " + url));
+  auto finished = finished_by_op(dir / "run/results.jsonl");
+  REQUIRE(finished.size() == 1);
+  CHECK(finished["aten.tanh.default"]["version"] == 2);
+  CHECK(finished["aten.tanh.default"]["correctness"][0]["is_correct"] == true);
+
+  // One request: v2's kernel seeds, to the model named, by the relay at the URL given.
+  auto requests = requests_of(dir, "aten.tanh.default");
+  REQUIRE(requests.size() == 1);
+  CHECK(requests[0]["api"] == "relay");
+  CHECK(requests[0]["model"] == "scripted");
+  // The prompt holds v1's evaluation: the input it got wrong, checked first, with its errors.
+  std::string wrong_input;
+  for (auto& j : bb::test::journal_lines(dir / "run/results.jsonl", "version_evaluated"))
+    if (j["version"] == 1)
+      wrong_input = j["correctness"][0]["args"];
+  REQUIRE_FALSE(wrong_input.empty());
+  auto prompt = requests[0]["prompt"].get<std::string>();
+  CHECK_THAT(prompt, Catch::Contains("# The benchmark evaluated the previous kernel (version 1) and it was wrong."));
+  CHECK_THAT(prompt, Catch::Contains("#   " + wrong_input + "\n#     max absolute error "));
+  CHECK_THAT(prompt, Catch::Contains("PREVIOUSLY_FAILED = [\n    (r\"\"\"" + wrong_input));
+  // KernelAgent's kernel prompt shows the test, never the problem description.
+  CHECK(prompt.find("Implement a high-performance Triton kernel") == std::string::npos);
+  CHECK(prompt.find("ADDITIONAL VALIDATION TEST") == std::string::npos); // bbcluster's test alone
+
+  auto folder = only_run_folder(dir / "run", "kernel_agent_run_");
+  auto summary = bb::test::read_file((folder / "tanh__default/tanh__default_summary.txt").string());
+  CHECK_THAT(summary, Catch::Contains("KernelAgent model: scripted\n"));
+  CHECK_THAT(summary, Catch::Contains("KernelAgent provider: relay at " + url + "\n"));
+  CHECK_THAT(summary, Catch::Contains("agent (scripted) worker 0, 1 rounds"));
+  CHECK(names_in(folder / "agent_logs")
+        == std::set<std::string>{"tanh__default_v1.log", "tanh__default_v1.request.json",
+                                 "tanh__default_v1.result.json", "tanh__default_v2.log",
+                                 "tanh__default_v2.request.json", "tanh__default_v2.result.json"});
+}
+
+TEST_CASE("kernel_agent: with generate_default_test the agent writes its own test first, from the "
+          "only prompt that holds the problem description", "[integration]") {
+  bb::test::temp_dir dir;
+  bb::test::write_file(dir / "fast.toml", std::string(fast_settings) + "generate_default_test = true\n");
+  bb::test::write_file(dir / "agent.json", json{{"aten.relu.default", {"model"}}}.dump());
+  auto own_test = "import sys\nimport torch\nfrom kernel import kernel_function\n\n"
+                  "x = torch.rand(64) - 0.5\nsys.exit(0 if torch.equal(kernel_function(x), x.clamp(min=0)) else 1)\n";
+  llm_server server(dir, json{{"aten.relu.default",
+                               {{{"content", fence("python", own_test)}},
+                                {{"content", fence("python", "import torch\n\ndef kernel_function(x):\n    return torch.clamp(x, min=0)\n")}}}}});
+  // One of KernelAgent's OpenAI models, its provider named, an OpenAI-compatible server.
+  auto r = run(dir, "OPENAI_API_KEY=" + api_key + " FAKE_AGENT_SCRIPT=" + dir / "agent.json" + " PYTHONPATH="
+                      BB_SOURCE_DIR "/tests/kernel_agent " + bbcluster + " --suite torchbench --data " + hf_train
+                      + " --backend kernel_agent --ops relu.default --topn 1 --kernel-agent-workers 1"
+                      + " --llm-model o4-mini --llm-provider openai --llm-base-url http://127.0.0.1:"
+                      + server.port + "/v1 --config " + dir / "fast.toml --log-dir " + dir / "run");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("correctness score (mean pass rate over all operators): 1.00") == 0);
+  auto requests = requests_of(dir, "aten.relu.default");
+  REQUIRE(requests.size() == 2);
+  for (auto& q : requests) {
+    CHECK(q["api"] == "openai");
+    CHECK(q["model"] == "o4-mini");
+    CHECK(q["authorization_ok"] == true);
+  }
+  // First the agent's own test, from the problem description (bbcluster's test as a reference);
+  // then the kernel, from both tests, bbcluster's as an additional validation test.
+  auto test_prompt = requests[0]["prompt"].get<std::string>();
+  CHECK_THAT(test_prompt, Catch::Contains("Implement a high-performance Triton kernel for the PyTorch operator relu.default"));
+  CHECK_THAT(test_prompt, Catch::Contains("PREVIOUSLY_FAILED"));
+  auto kernel_prompt = requests[1]["prompt"].get<std::string>();
+  CHECK_THAT(kernel_prompt, Catch::Contains("x = torch.rand(64) - 0.5"));
+  CHECK_THAT(kernel_prompt, Catch::Contains("ADDITIONAL VALIDATION TEST 1"));
+  CHECK_THAT(kernel_prompt, Catch::Contains("OP = torch.ops.aten.relu.default"));
+  CHECK(kernel_prompt.find("Implement a high-performance Triton kernel") == std::string::npos);
+  auto folder = only_run_folder(dir / "run", "kernel_agent_run_");
+  CHECK_THAT(bb::test::read_file((folder / "relu__default/relu__default_summary.txt").string()),
+             Catch::Contains("KernelAgent writes its own test too: yes\n"));
+  CHECK_FALSE(appears_under(dir / "run", api_key));
+}
+
+TEST_CASE("kernel_agent: without a provider for the model the campaign does not start, and says "
+          "why in the agent's words and what to set", "[integration]") {
+  bb::test::temp_dir dir;
+  auto agent = "env -u ANTHROPIC_API_KEY -u OPENAI_API_KEY -u OPENAI_MODEL -u LLM_RELAY_URL PYTHONPATH="
+               BB_SOURCE_DIR "/tests/kernel_agent " + bbcluster + " --suite torchbench --data " + hf_train
+               + " --backend kernel_agent --ops relu.default --topn 1 --log-dir " + dir / "run";
+  // A model KernelAgent does not know goes to its relay; nothing answers at that address.
+  auto relay = run(dir, agent + " --llm-model scripted --llm-base-url http://127.0.0.1:1");
+  CHECK(relay.status == 2);
+  CHECK_THAT(relay.err, Catch::Contains("KernelAgent has no provider for model 'scripted': No available "
+                                        "provider for model 'scripted'. Tried providers: ['RelayProvider']"));
+  CHECK_THAT(relay.err, Catch::Contains("LLM_RELAY_URL"));
+  CHECK_THAT(relay.err, Catch::Contains("--llm-base-url"));
+  CHECK_FALSE(fs::exists(dir / "run"));
+  // KernelAgent's default model is Anthropic's, and wants its key.
+  auto claude = run(dir, agent);
+  CHECK(claude.status == 2);
+  CHECK_THAT(claude.err, Catch::Contains("No available provider for model 'claude-sonnet-4-20250514'"));
+  CHECK_THAT(claude.err, Catch::Contains("set ANTHROPIC_API_KEY"));
+  // A provider KernelAgent does not use for the model.
+  auto pinned = run(dir, agent + " --llm-model scripted --llm-provider openai");
+  CHECK(pinned.status == 2);
+  CHECK_THAT(pinned.err, Catch::Contains("Preferred provider 'OpenAIProvider' is not configured for model 'scripted'"));
+  CHECK_THAT(pinned.err, Catch::Contains("--llm-provider names a provider"));
+  CHECK_FALSE(fs::exists(dir / "run"));
 }

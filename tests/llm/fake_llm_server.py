@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""A model server on loopback with scripted replies, for bbcluster's llm tests: OpenAI's chat
-completions (POST .../chat/completions) and Anthropic's messages (POST .../messages).
+"""A model server on loopback with scripted replies, for bbcluster's llm and kernel_agent tests:
+OpenAI's chat completions (POST .../chat/completions), Anthropic's messages (POST .../messages)
+and KernelAgent's relay (POST / with {"messages", "model", "n"}, answered with a JSON list of
+n {"output"}; a GET answers 200, as KernelAgent probes its relay).
 
     fake_llm_server.py SCRIPT.json PORT_FILE REQUEST_LOG [API_KEY]
 
-SCRIPT.json maps an operator (as it appears in the prompt's "Operator: aten.X.Y" line) to a
-list of replies, used in turn (the last one repeats):
+SCRIPT.json maps an operator (as it appears in the prompt's first "Operator: aten.X.Y" line,
+which may start with "#") to a list of replies, used in turn (the last one repeats):
     {"status": 200, "content": "...text..."}            a reply (default status 200)
     {"status": 429, "retry_after": "1"}                 an error status, optional Retry-After
     {"hang": 30}                                        answers nothing for 30 s
@@ -43,10 +45,16 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def do_GET(self):
+        self.reply(200, {"status": "ok"})
+
     def do_POST(self):
         length = int(self.headers.get("Content-Length", 0))
         request = json.loads(self.rfile.read(length))
-        if self.path.endswith("/chat/completions"):
+        if self.path.rstrip("/") == "":
+            api = "relay"
+            key_ok = True
+        elif self.path.endswith("/chat/completions"):
             api = "openai"
             key_ok = self.headers.get("Authorization") == f"Bearer {api_key}"
         elif self.path.endswith("/messages"):
@@ -57,7 +65,7 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(404, {"error": {"message": f"no endpoint {self.path}"}})
             return
         prompt = "\n".join(m["content"] for m in request["messages"] if m["role"] == "user")
-        found = re.search(r"^Operator: (\S+)", prompt, re.M)
+        found = re.search(r"^[#\s]*Operator: (\S+)", prompt, re.M)
         op = found.group(1) if found else ""
         with lock:
             number = counts.get(op, 0)
@@ -76,14 +84,18 @@ class Handler(BaseHTTPRequestHandler):
             headers = [("Retry-After", step["retry_after"])] if "retry_after" in step else []
             self.reply(status, {"error": {"message": step.get("error", "scripted error")}}, headers)
             return
+        if api == "relay":
+            self.reply(200, [{"output": step["content"]}] * int(request.get("n", 1)))
+            return
         if api == "anthropic":
             self.reply(200, {"id": "fake", "type": "message", "role": "assistant",
                              "model": request.get("model"), "stop_reason": "end_turn",
                              "content": [{"type": "text", "text": step["content"]}]})
             return
         self.reply(200, {"id": "fake", "object": "chat.completion", "model": request.get("model"),
-                         "choices": [{"index": 0, "finish_reason": "stop",
-                                      "message": {"role": "assistant", "content": step["content"]}}]})
+                         "choices": [{"index": i, "finish_reason": "stop",
+                                      "message": {"role": "assistant", "content": step["content"]}}
+                                     for i in range(int(request.get("n", 1)))]})
 
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -14,7 +14,7 @@ TEST_CASE("journal lines round-trip every field", "[core]") {
   r.job_id = 42;
   r.attempt = 2;
   r.op_name = "aten.add.Tensor";
-  r.outcome = "crashed";
+  r.outcome = bb::outcome::crashed;
   r.detail = "runner killed by signal 11 (SIGSEGV)";
   correctness_record c;
   c.op_name = r.op_name;
@@ -42,7 +42,7 @@ TEST_CASE("journal lines round-trip every field", "[core]") {
   auto back = parse_journal_line(line);
   CHECK(back.job_id == 42);
   CHECK(back.attempt == 2);
-  CHECK(back.outcome == "crashed");
+  CHECK(back.outcome == bb::outcome::crashed);
   CHECK(back.detail == r.detail);
   REQUIRE(back.correctness.size() == 1);
   CHECK(back.correctness[0].error_msg == c.error_msg);

@@ -41,7 +41,7 @@ std::vector<eval_result> sample_results() {
 
 TEST_CASE("failed_result gives every input a failed record", "[core]") {
   auto r = sample_results()[1];
-  CHECK(r.outcome == "crashed");
+  CHECK(r.outcome == bb::outcome::crashed);
   REQUIRE(r.correctness.size() == 1);
   CHECK_FALSE(r.correctness[0].is_correct);
   CHECK(r.correctness[0].error_type == "crashed");

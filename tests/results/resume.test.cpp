@@ -73,3 +73,33 @@ TEST_CASE("appending to a journal cut short starts a new line", "[core]") {
   CHECK(st.finished.count("aten.relu.default") == 1);
   CHECK(st.problems.size() == 1);
 }
+
+TEST_CASE("a sweep's conditions are kept, and each change is named", "[core]") {
+  test::temp_dir dir;
+  std::map<std::string, std::string> then = {{"torch version", "2.11.0"},
+                                             {"device", "cpu"},
+                                             {"timing.cpu_runs", "100"},
+                                             {"kernel k/relu__default/relu__default_implementation_v1.py", "aa"}};
+  REQUIRE(write_sweep_record(dir.path, {{"--suite", "smoke"}, "/somewhere", then}).empty());
+  sweep_record r;
+  REQUIRE(read_sweep_record(dir.path, r).empty());
+  CHECK(r.conditions == then);
+  CHECK(changed_conditions(then, then).empty());
+  auto now = then;
+  now["torch version"] = "2.12.0";
+  now["timing.cpu_runs"] = "5";
+  now.erase("kernel k/relu__default/relu__default_implementation_v1.py");
+  now["device"] = "cuda (NVIDIA H200)";
+  CHECK(changed_conditions(then, now)
+        == std::vector<std::string>{"device: cpu then, cuda (NVIDIA H200) now",
+                                    "kernel k/relu__default/relu__default_implementation_v1.py: aa then, (none) now",
+                                    "timing.cpu_runs: 100 then, 5 now",
+                                    "torch version: 2.11.0 then, 2.12.0 now"});
+}
+
+TEST_CASE("the resume command names this program and the run folder, quoted", "[core]") {
+  auto plain = resume_command_for("/runs/a");
+  CHECK_THAT(plain, Catch::EndsWith(" --resume /runs/a"));
+  CHECK_THAT(plain, Catch::StartsWith("/"));
+  CHECK_THAT(resume_command_for("/runs/it's here"), Catch::EndsWith(" --resume '/runs/it'\\''s here'"));
+}

@@ -66,13 +66,37 @@ TEST_CASE("scores over operators: mean correctness, geomean performance, perf@p"
   CHECK(strict.perf_at_p == 0.0);
 }
 
-TEST_CASE("the three score lines as BackendBench prints them", "[core]") {
+TEST_CASE("the three score lines as BackendBench prints them, then perf@p significant", "[core]") {
   auto s = score_results({result("a", {corr(true)}, {perf(1.0)})}, 1.0);
   CHECK(format_scores(s) == "correctness score (mean pass rate over all operators): 1.00\n"
                             "performance score (geomean speedup over all operators): 1.00\n"
                             "perf@p score (rate of correct samples with a speedup greater than "
-                            "p, p=1.0): 0.00\n");
+                            "p, p=1.0): 0.00\n"
+                            "perf@p significant (rate of correct samples whose speedup's 95% "
+                            "interval lies above p, p=1.0): 0.00\n");
   CHECK(python_float(1.5) == "1.5");
   CHECK(python_float(0.1) == "0.1");
   CHECK(python_float(2.0) == "2.0");
+}
+
+TEST_CASE("perf@p significant counts a speedup only when its interval lies above p", "[core]") {
+  auto timed = [](double s, double lo, double hi) {
+    auto p = perf(s);
+    p.speedup_ci_low = lo;
+    p.speedup_ci_high = hi;
+    p.timing_rounds = 5;
+    return p;
+  };
+  std::vector<eval_result> rs = {
+    result("sure", {corr(true)}, {timed(1.5, 1.3, 1.7)}),
+    result("maybe", {corr(true)}, {timed(1.1, 0.95, 1.25)}),
+    result("wrong", {corr(false)}, {timed(2.0, 1.9, 2.1)}),
+    result("untimed", {corr(true)}, {perf(1.4)}),
+  };
+  auto s = score_results(rs, 1.0);
+  CHECK(s.perf_at_p == Approx(0.75));
+  CHECK(s.perf_at_p_significant == Approx(0.25));
+  CHECK(s.ops[0].performance_low == Approx(1.3));
+  CHECK(s.ops[0].performance_high == Approx(1.7));
+  CHECK(s.ops[3].performance_low == 0.0);
 }

@@ -11,6 +11,7 @@
 #include "runner/compare.hpp"
 #include "runner/inputs.hpp"
 #include "runner/runner.hpp"
+#include "runner/timing.hpp"
 
 using namespace bb;
 using namespace bb::runner;
@@ -141,10 +142,10 @@ TEST_CASE("evaluate_job runs the aten smoke job with cpu_bench timing", "[core]"
   job.kernel = {"aten", "", "", "aten", "", ""};
   job.correctness_inputs = {"((T([2], f32),), {})"};
   job.performance_inputs = {"((T([64, 64], f32),), {})"};
-  options opts;
+  runner_options opts;
   opts.cpu_warmup = 1;
   opts.cpu_runs = 3;
-  auto r = evaluate_job(job, opts, [](const std::string&, bool) {});
+  auto r = evaluate_job(job, opts, [](const step&) {});
   CHECK(r.outcome == bb::outcome::ok);
   REQUIRE(r.correctness.size() == 1);
   CHECK(r.correctness[0].is_correct);
@@ -155,7 +156,7 @@ TEST_CASE("evaluate_job runs the aten smoke job with cpu_bench timing", "[core]"
   CHECK(r.where.torch_version.rfind("2.", 0) == 0);
 
   job.op_name = "aten.no_such_op.default";
-  auto missing = evaluate_job(job, opts, [](const std::string&, bool) {});
+  auto missing = evaluate_job(job, opts, [](const step&) {});
   CHECK(missing.outcome == bb::outcome::unsupported);
   CHECK(missing.detail.find("unsupported op") == 0);
 }
@@ -165,9 +166,167 @@ TEST_CASE("an input the reference rejects is a reference_error, not a crash", "[
   job.op_name = "aten.mm.default";
   job.kernel = {"aten", "", "", "aten", "", ""};
   job.correctness_inputs = {"((T([2, 3], f32), T([4, 5], f32),), {})"};
-  auto r = evaluate_job(job, options{}, [](const std::string&, bool) {});
+  auto r = evaluate_job(job, runner_options{}, [](const step&) {});
   REQUIRE(r.correctness.size() == 1);
   CHECK_FALSE(r.correctness[0].is_correct);
   CHECK(r.correctness[0].error_type == "reference_error");
   CHECK_FALSE(r.correctness[0].error_msg.empty());
+}
+
+namespace {
+
+eval_job aten_job(const std::string& op, std::vector<std::string> inputs) {
+  eval_job job;
+  job.job_id = 1;
+  job.attempt = 1;
+  job.op_name = op;
+  job.kernel = {"aten", "", "", "aten", "", ""};
+  job.correctness_inputs = inputs;
+  job.performance_inputs = inputs;
+  return job;
+}
+
+runner_options quick_options() {
+  runner_options opts;
+  opts.cpu_warmup = 1;
+  opts.cpu_runs = 4;
+  opts.cpu_max_seconds = 0.5;
+  return opts;
+}
+
+} // namespace
+
+TEST_CASE("an undefined tensor in an output (a masked backward output) compares like None",
+          "[core]") {
+  at::Tensor undefined;
+  auto some = at::ones({2});
+  auto pair = [](c10::IValue a, c10::IValue b) { return c10::ivalue::Tuple::create({a, b}); };
+  CHECK(compare(pair(undefined, some), pair(undefined, some), tol, tol).ok);
+  CHECK(compare(pair(c10::IValue(), some), pair(undefined, some), tol, tol).ok);
+  auto bad = compare(pair(undefined, some), pair(some, some), tol, tol);
+  CHECK_FALSE(bad.ok);
+  CHECK(bad.message.find("Expected None, got a tensor") != std::string::npos);
+}
+
+TEST_CASE("grid_sampler_2d_backward with a masked output: aten against itself is correct",
+          "[core]") {
+  auto job = aten_job("aten.grid_sampler_2d_backward.default",
+                      {"((T([1, 2, 5, 5], f32), T([1, 2, 5, 5], f32), T([1, 5, 5, 2], f32), 0, 0, "
+                       "False, [False, True]), {})"});
+  auto r = evaluate_job(job, quick_options(), [](const step&) {});
+  INFO(r.detail);
+  CHECK(r.outcome == bb::outcome::ok);
+  REQUIRE(r.correctness.size() == 1);
+  INFO(r.correctness[0].error_msg);
+  CHECK(r.correctness[0].is_correct);
+  CHECK(r.flags.empty());
+  CHECK(r.performance[0].successfully_ran);
+}
+
+TEST_CASE("a kernel may alias and write what the operator itself does, and nothing more",
+          "[core]") {
+  // _unsafe_view's schema has no alias annotation, yet aten returns a view of its input.
+  auto view = evaluate_job(aten_job("aten._unsafe_view.default", {"((T([2, 3, 4], f32), [6, 4]), {})"}),
+                           quick_options(), [](const step&) {});
+  CHECK(view.flags.empty());
+  CHECK(view.correctness[0].is_correct);
+}
+
+TEST_CASE("sparse COO outputs are built and compared", "[core]") {
+  auto job = aten_job("aten._sparse_coo_tensor_with_dims_and_tensors.default",
+                      {"((1, 1, [9, 4], T([1, 5], i64), T([5, 4], f32)), {'dtype': f32, 'layout': "
+                       "torch.sparse_coo, 'device': 'cuda', 'pin_memory': None})"});
+  auto r = evaluate_job(job, quick_options(), [](const step&) {});
+  INFO(r.detail);
+  REQUIRE(r.correctness.size() == 1);
+  INFO(r.correctness[0].error_msg);
+  CHECK(r.correctness[0].is_correct);
+  CHECK(r.flags.empty());
+}
+
+TEST_CASE("the runner tells which side each step runs, for the evaluator's timeouts", "[core]") {
+  std::vector<step> steps;
+  evaluate_job(aten_job("aten.relu.default", {"((T([8], f32),), {})"}), quick_options(),
+               [&](const step& s) { steps.push_back(s); });
+  bool reference = false, kernel = false, timing = false;
+  for (auto& s : steps) {
+    reference = reference || (s.side == "reference" && s.input_kind == "correctness" && s.input_index == 0);
+    kernel = kernel || s.side == "kernel";
+    timing = timing || (s.side == "reference" && s.text.find("timing the reference") != std::string::npos);
+  }
+  CHECK(reference);
+  CHECK(timing);
+  // With the aten backend the kernel is aten itself: its steps are the reference's too.
+  CHECK_FALSE(kernel);
+}
+
+TEST_CASE("a bool where the schema wants a Scalar is passed as Python passes it", "[core]") {
+  auto r = evaluate_job(aten_job("aten.eq.Scalar", {"((T([6, 4], b8), False), {})"}), quick_options(),
+                        [](const step&) {});
+  INFO(r.detail);
+  CHECK(r.outcome == bb::outcome::ok);
+  REQUIRE(r.correctness.size() == 1);
+  INFO(r.correctness[0].error_msg);
+  CHECK(r.correctness[0].is_correct);
+}
+
+TEST_CASE("inputs the evaluator left out are reference errors without running", "[core]") {
+  auto job = aten_job("aten.relu.default", {"((T([8], f32),), {})", "((T([4], f32),), {})"});
+  job.reference_failures.push_back({"correctness", 0, "the reference ran past the call timeout"});
+  job.reference_failures.push_back({"performance", 0, "the reference ran past the call timeout"});
+  auto r = evaluate_job(job, quick_options(), [](const step&) {});
+  CHECK(r.correctness[0].error_type == "reference_error");
+  CHECK(r.correctness[1].is_correct);
+  CHECK(r.performance[0].error_msg.rfind("reference_error: ", 0) == 0);
+  CHECK(r.performance[1].successfully_ran);
+}
+
+TEST_CASE("timings come in alternating rounds with a confidence interval; a cached reference "
+          "is not run",
+          "[core]") {
+  auto job = aten_job("aten.relu.default", {"((T([256, 256], f32),), {})"});
+  auto opts = quick_options();
+  opts.cpu_runs = 10;
+  opts.rounds = 5;
+  auto r = evaluate_job(job, opts, [](const step&) {});
+  REQUIRE(r.performance.size() == 1);
+  auto& p = r.performance[0];
+  CHECK(p.successfully_ran);
+  CHECK(p.timing_rounds == 5);
+  CHECK(p.speedup_ci_low > 0.0);
+  CHECK(p.speedup_ci_low <= p.speedup);
+  CHECK(p.speedup <= p.speedup_ci_high);
+  CHECK(p.reference_round_means_ms.size() == 5);
+  CHECK_FALSE(p.reference_cached);
+  for (auto phase : {"build_inputs", "reference_calls", "kernel_calls", "compare", "honesty",
+                     "time_reference", "time_kernel"})
+    CHECK(r.phases.count(phase) == 1);
+
+  // With the reference's timing given, it is used as it is.
+  job.cached_references.push_back({0, 123.0, {120.0, 126.0}});
+  auto cached = evaluate_job(job, opts, [](const step&) {});
+  CHECK(cached.performance[0].reference_cached);
+  CHECK(cached.performance[0].reference_time_ms == 123.0);
+  CHECK(cached.performance[0].reference_round_means_ms.empty());
+  CHECK(cached.performance[0].speedup > 10.0);
+}
+
+TEST_CASE("the speedup interval: wide for noisy rounds, absent for one round", "[core]") {
+  side_timing steady{1.0, {1.0, 1.01, 0.99, 1.0, 1.0}, 50};
+  side_timing noisy{1.0, {0.5, 1.5, 0.7, 1.3, 1.0}, 50};
+  auto tight = estimate_speedup(steady, steady);
+  CHECK(tight.speedup == Approx(1.0));
+  CHECK(tight.ci_low < 1.0);
+  CHECK(tight.ci_high > 1.0);
+  CHECK(tight.ci_high - tight.ci_low < 0.05);
+  auto wide = estimate_speedup(noisy, steady);
+  CHECK(wide.ci_high - wide.ci_low > 0.5);
+  side_timing faster{0.5, {0.5, 0.5, 0.51, 0.49, 0.5}, 50};
+  auto clear = estimate_speedup(steady, faster);
+  CHECK(clear.speedup == Approx(2.0));
+  CHECK(clear.ci_low > 1.9);
+  side_timing once{1.0, {1.0}, 1};
+  auto none = estimate_speedup(once, steady);
+  CHECK(none.ci_low == 0.0);
+  CHECK(none.ci_high == 0.0);
 }

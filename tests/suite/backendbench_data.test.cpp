@@ -59,9 +59,9 @@ TEST_CASE("NaN and Infinity outside strings become null; inside strings they sta
 
 TEST_CASE("a .jsonl written by Python's json module, with NaN, loads", "[core]") {
   auto r = load_jsonl(
-    R"({"op_name": "aten.relu.default", "args": "((T([2], f32),), {})", "runtime_ms": NaN, "included_in_benchmark": true})"
+    R"j({"op_name": "aten.relu.default", "args": "((T([2], f32),), {})", "runtime_ms": NaN, "included_in_benchmark": true})j"
     "\n"
-    R"({"op_name": "aten.relu.default", "args": "((T([4], f32),), {})", "runtime_ms": Infinity, "relative_runtime_to_kernel_launch": -Infinity})"
+    R"j({"op_name": "aten.relu.default", "args": "((T([4], f32),), {})", "runtime_ms": Infinity, "relative_runtime_to_kernel_launch": -Infinity})j"
     "\n");
   INFO((r.errors.empty() ? std::string() : r.errors.front()));
   CHECK(r.errors.empty());
@@ -71,16 +71,16 @@ TEST_CASE("a .jsonl written by Python's json module, with NaN, loads", "[core]")
 
 TEST_CASE("excluded rows are counted per why_excluded reason and per operator", "[core]") {
   auto rows =
-    R"({"op_name": "aten.relu.default", "args": "((T([2], f32),), {})", "included_in_benchmark": true, "why_excluded": []})"
+    R"j({"op_name": "aten.relu.default", "args": "((T([2], f32),), {})", "included_in_benchmark": true, "why_excluded": []})j"
     "\n"
-    R"({"op_name": "aten.empty_like.default", "args": "((T([2], f32),), {})", "included_in_benchmark": false, "why_excluded": ["creation op", "synthetic"]})"
+    R"j({"op_name": "aten.empty_like.default", "args": "((T([2], f32),), {})", "included_in_benchmark": false, "why_excluded": ["creation op", "synthetic"]})j"
     "\n"
-    R"({"op_name": "aten.empty_like.default", "args": "((T([3], f32),), {})", "included_in_benchmark": false, "why_excluded": ["creation op"]})"
+    R"j({"op_name": "aten.empty_like.default", "args": "((T([3], f32),), {})", "included_in_benchmark": false, "why_excluded": ["creation op"]})j"
     "\n"
-    R"({"op_name": "aten.relu.default", "args": "((T([5], f32),), {})", "included_in_benchmark": false})"
+    R"j({"op_name": "aten.relu.default", "args": "((T([5], f32),), {})", "included_in_benchmark": false})j"
     "\n"
     // No included_in_benchmark column: a synthetic row is left out as BackendBench's filter does.
-    R"({"op_name": "aten.tanh.default", "args": "((T([2], f32),), {})", "is_synthetic": true})"
+    R"j({"op_name": "aten.tanh.default", "args": "((T([2], f32),), {})", "is_synthetic": true})j"
     "\n";
   auto r = load_jsonl(rows);
   CHECK(r.excluded_rows == 4);
@@ -112,13 +112,13 @@ TEST_CASE("excluded rows are counted per why_excluded reason and per operator", 
 
 TEST_CASE("--check-overhead-dominated-ops keeps only marked rows, then included ones", "[core]") {
   auto rows =
-    R"({"op_name": "aten.relu.default", "args": "((T([2], f32),), {})", "included_in_benchmark": true, "is_overhead_dominated_op": true})"
+    R"j({"op_name": "aten.relu.default", "args": "((T([2], f32),), {})", "included_in_benchmark": true, "is_overhead_dominated_op": true})j"
     "\n"
-    R"({"op_name": "aten.relu.default", "args": "((T([3], f32),), {})", "included_in_benchmark": true, "is_overhead_dominated_op": false})"
+    R"j({"op_name": "aten.relu.default", "args": "((T([3], f32),), {})", "included_in_benchmark": true, "is_overhead_dominated_op": false})j"
     "\n"
-    R"({"op_name": "aten.tanh.default", "args": "((T([2], f32),), {})", "included_in_benchmark": false, "why_excluded": ["x"], "is_overhead_dominated_op": true})"
+    R"j({"op_name": "aten.tanh.default", "args": "((T([2], f32),), {})", "included_in_benchmark": false, "why_excluded": ["x"], "is_overhead_dominated_op": true})j"
     "\n"
-    R"({"op_name": "aten.neg.default", "args": "((T([2], f32),), {})", "included_in_benchmark": true})"
+    R"j({"op_name": "aten.neg.default", "args": "((T([2], f32),), {})", "included_in_benchmark": true})j"
     "\n";
   auto all = load_jsonl(rows);
   CHECK(all.loaded.ops.size() == 2);
@@ -147,7 +147,7 @@ TEST_CASE("a parquet the test writes converts once per content and loads as Back
     return;
   }
   bb::test::temp_dir dir;
-  auto script = R"(
+  auto script = R"py(
 import math, sys
 import pyarrow as pa, pyarrow.parquet as pq
 pq.write_table(pa.table({
@@ -159,7 +159,7 @@ pq.write_table(pa.table({
   "runtime_ms": [0.5, math.nan, 1.0, math.nan],
   "is_overhead_dominated_op": [False, True, False, False],
 }), sys.argv[1])
-)";
+)py";
   bb::test::write_file(dir / "make.py", script);
   REQUIRE(std::system((build_python() + " " + dir / "make.py" + " " + dir / "small.parquet").c_str()) == 0);
   auto cache = dir / "cache";

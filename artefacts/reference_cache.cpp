@@ -1,0 +1,122 @@
+#include "artefacts/reference_cache.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "artefacts/sha256.hpp"
+
+namespace bb {
+
+namespace fs = std::filesystem;
+
+std::string reference_cache::key(const std::string& op_name, const std::string& call_text,
+                                 const provenance& where, const runner_options& opts) {
+  nlohmann::json k = {{"op", op_name},
+                      {"input", call_text},
+                      {"device", where.device},
+                      {"driver", where.driver},
+                      {"torch", where.torch_version},
+                      {"timer", opts.timer},
+                      {"rounds", opts.rounds}};
+  if (opts.device == "cuda") {
+    k["gpu_warmup_ms"] = opts.gpu_warmup_ms;
+    k["gpu_rep_ms"] = opts.gpu_rep_ms;
+    k["flush_bytes"] = opts.flush_bytes;
+  } else {
+    k["node"] = where.node;
+    k["cpu_warmup"] = opts.cpu_warmup;
+    k["cpu_runs"] = opts.cpu_runs;
+    k["cpu_max_seconds"] = opts.cpu_max_seconds;
+  }
+  if (opts.timer == "adaptive") {
+    k["adaptive_min_calls"] = opts.adaptive_min_calls;
+    k["adaptive_rel_sem"] = opts.adaptive_rel_sem;
+  }
+  return k.dump();
+}
+
+std::string reference_cache::path_of(const std::string& key) const {
+  auto h = sha256_hex(key);
+  return (fs::path(dir_) / h.substr(0, 2) / (h + ".json")).string();
+}
+
+std::optional<cached_reference> reference_cache::find(const std::string& key) const {
+  if (!enabled())
+    return std::nullopt;
+  std::ifstream in(path_of(key));
+  if (!in)
+    return std::nullopt;
+  try {
+    auto j = nlohmann::json::parse(in);
+    if (j.at("key").get<std::string>() != key)
+      return std::nullopt;
+    cached_reference c;
+    j.at("mean_ms").get_to(c.mean_ms);
+    j.at("round_means_ms").get_to(c.round_means_ms);
+    if (c.mean_ms <= 0)
+      return std::nullopt;
+    return c;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+bool reference_cache::store(const std::string& key, const cached_reference& timing) const {
+  if (!enabled())
+    return false;
+  auto path = fs::path(path_of(key));
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  auto tmp = path;
+  tmp += ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << nlohmann::json{{"key", key}, {"mean_ms", timing.mean_ms}, {"round_means_ms", timing.round_means_ms}}.dump();
+    if (!out.flush())
+      return false;
+  }
+  fs::rename(tmp, path, ec);
+  return !ec;
+}
+
+std::string reference_cache::default_dir() {
+  if (const char* c = std::getenv("BBCLUSTER_CACHE"); c && *c)
+    return (fs::path(c) / "reference_times").string();
+  const char* home = std::getenv("HOME");
+  return (fs::path(home ? home : "/tmp") / ".cache" / "bbcluster" / "reference_times").string();
+}
+
+void attach_cached_references(eval_job& job, const reference_cache& cache, const provenance& where,
+                              const runner_options& opts) {
+  job.cached_references.clear();
+  if (!cache.enabled())
+    return;
+  for (size_t i = 0; i < job.performance_inputs.size(); ++i) {
+    if (auto hit = cache.find(reference_cache::key(job.op_name, job.performance_inputs[i], where, opts))) {
+      hit->index = static_cast<uint32_t>(i);
+      job.cached_references.push_back(*hit);
+    }
+  }
+}
+
+void keep_measured_references(eval_result& result, const eval_job& job, const reference_cache& cache,
+                              const runner_options& opts) {
+  for (size_t i = 0; i < result.performance.size() && i < job.performance_inputs.size(); ++i) {
+    auto& p = result.performance[i];
+    if (p.successfully_ran && !p.reference_cached && !p.reference_round_means_ms.empty()) {
+      cached_reference c;
+      c.index = static_cast<uint32_t>(i);
+      c.mean_ms = p.reference_time_ms;
+      c.round_means_ms = p.reference_round_means_ms;
+      cache.store(reference_cache::key(job.op_name, job.performance_inputs[i], result.where, opts), c);
+    }
+    p.reference_round_means_ms.clear();
+  }
+}
+
+} // namespace bb

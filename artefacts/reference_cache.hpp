@@ -1,0 +1,58 @@
+#pragma once
+
+// The reference-time cache: aten's timing of one input, kept per (operator, input, device,
+// driver, torch version, timer settings) in a folder that sweeps and campaigns share, so that
+// a later sweep on the same kind of device, or the next version of a generative campaign,
+// does not time aten again. Any part of the key that differs means a fresh measurement.
+// Entries are files written whole (write, then rename): safe between processes.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "messages/records.hpp"
+#include "messages/runner_protocol.hpp"
+
+namespace bb {
+
+class reference_cache {
+public:
+  /// A cache in `dir` (created when first written); an empty `dir` is a cache that holds
+  /// nothing and keeps nothing.
+  explicit reference_cache(std::string dir = "") : dir_(std::move(dir)) {
+  }
+
+  bool enabled() const {
+    return !dir_.empty();
+  }
+
+  /// The key of one input's reference timing on the device `where` describes, with the
+  /// timer settings of `opts`. On a CPU the node's name is part of the key (a CPU's name is
+  /// not in the provenance).
+  static std::string key(const std::string& op_name, const std::string& call_text,
+                         const provenance& where, const runner_options& opts);
+
+  /// The timing stored under `key`, if any (a torn or foreign file counts as none).
+  std::optional<cached_reference> find(const std::string& key) const;
+
+  /// Stores `timing` under `key`; false when the folder cannot be written.
+  bool store(const std::string& key, const cached_reference& timing) const;
+
+  /// ~/.cache/bbcluster/reference_times, or $BBCLUSTER_CACHE/reference_times.
+  static std::string default_dir();
+
+private:
+  std::string path_of(const std::string& key) const;
+  std::string dir_;
+};
+
+/// Looks up each performance input of `job` and fills job.cached_references with the hits.
+void attach_cached_references(eval_job& job, const reference_cache& cache, const provenance& where,
+                              const runner_options& opts);
+
+/// Stores the reference timings `result` measured (its performance records that timed the
+/// reference here), then drops them from the records: the reports do not carry them.
+void keep_measured_references(eval_result& result, const eval_job& job, const reference_cache& cache,
+                              const runner_options& opts);
+
+} // namespace bb

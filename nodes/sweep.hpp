@@ -1,0 +1,97 @@
+#pragma once
+
+// bbcluster's sweep as one unit: what the command line decided (sweep_setup), and the parts
+// that run it, started in dependency order (console, actor system, reporter, nodes and their
+// evaluators with the compile pool, generator, coordinator) and stopped in reverse, as
+// Seastar's app does. SIGINT or SIGTERM stops dispatch; the running jobs get run.grace_s to
+// finish (a second signal cuts it short and kills the runners); the reports are written
+// marked partial and the command that resumes the sweep is printed. Wiring only.
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+
+#include "artefacts/kernel_dir.hpp"
+#include "cluster/config.hpp"
+#include "messages/types.hpp"
+#include "nodes/cli.hpp"
+#include "nodes/cluster.hpp"
+#include "nodes/console.hpp"
+#include "nodes/local_node.hpp"
+#include "results/progress_board.hpp"
+#include "suite/plan.hpp"
+
+namespace bb {
+
+/// Everything the command line and the files decided, before any actor runs.
+struct sweep_setup {
+  cli::flags f;
+  settings s;
+  sweep_plan plan;
+  std::vector<directory_kernel> kernels;
+  /// The run folder; empty with --disable-output-logs (then `scratch` holds the logs).
+  std::string run_dir;
+  std::string scratch;
+  std::string command;
+  cli::resumed_sweep resumed;
+  bool generative = false;
+  cli::generative_plan gplan;
+  /// Every operator of the sweep with its number of inputs, those finished before included.
+  std::map<std::string, uint64_t> inputs_per_op;
+};
+
+/// Reads the command line (after --resume's expansion: `args`, `words`) into a setup; -1 to
+/// go on, else the exit status (after --list, or 2 with the reason printed).
+int prepare_sweep(const CLI::App& app, const cli::flags& f, const std::vector<std::string>& args,
+                  const std::vector<char*>& words, sweep_setup& out);
+
+class sweep {
+public:
+  explicit sweep(sweep_setup setup);
+  ~sweep();
+  sweep(const sweep&) = delete;
+  sweep& operator=(const sweep&) = delete;
+
+  /// Starts every part in order; "" or why the sweep cannot run.
+  std::string start();
+
+  /// Runs the sweep to its end, or to a stop by signal; prints the scores (and after a stop
+  /// the resume command) and returns the exit status: 0, 1 (the sweep failed), 130 (SIGINT)
+  /// or 143 (SIGTERM).
+  int run();
+
+  /// Stops what start() started, in reverse order. Called by the destructor too.
+  void stop();
+
+private:
+  void start_console();
+  void start_reporter();
+  std::string start_evaluators();
+  void start_generator();
+  void start_coordinator();
+  /// Stop dispatching (first signal), then stop at once (second signal or grace over).
+  void watch_signals(const std::atomic<bool>& done);
+  void halt();
+
+  sweep_setup setup_;
+  std::shared_ptr<progress_board> board_;
+  std::unique_ptr<console> console_;
+  std::unique_ptr<caf::actor_system> sys_;
+  local_node local_;
+  cluster nodes_;
+  /// The evaluators the coordinator sees: each slot behind its watch, which tells the board.
+  std::vector<evaluator_actor> evaluators_;
+  cli::generative_backend generative_;
+  generator_actor generator_;
+  reporter_actor reporter_;
+  coordinator_actor coordinator_;
+  /// What start() did, undone by stop() from the back.
+  std::vector<std::function<void()>> stops_;
+};
+
+} // namespace bb

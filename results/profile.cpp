@@ -1,0 +1,85 @@
+#include "results/profile.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace bb {
+
+const std::vector<std::string>& profile_phases() {
+  static const std::vector<std::string> phases = {
+    "runner_start", "load_kernel", "build_inputs", "reference_calls", "kernel_calls", "compare",
+    "honesty",      "time_reference", "time_kernel", "moving_results", "waiting"};
+  return phases;
+}
+
+sweep_profile make_profile(const std::vector<eval_result>& results) {
+  sweep_profile p;
+  for (auto& r : results) {
+    auto slot = r.where.node + "/" + std::to_string(r.where.slot);
+    for (auto& [phase, seconds] : r.phases) {
+      p.slots[slot][phase] += seconds;
+      p.total[phase] += seconds;
+    }
+    ++p.jobs;
+  }
+  return p;
+}
+
+std::string format_profile(const sweep_profile& p) {
+  if (p.total.empty())
+    return "";
+  static const std::map<std::string, std::string> short_names = {
+    {"runner_start", "start"},     {"load_kernel", "load"},      {"build_inputs", "inputs"},
+    {"reference_calls", "ref"},    {"kernel_calls", "kernel"},   {"compare", "compare"},
+    {"honesty", "honesty"},        {"time_reference", "t_ref"},  {"time_kernel", "t_kernel"},
+    {"moving_results", "move"},    {"waiting", "wait"}};
+  std::string out = "profile: seconds per evaluator slot and phase (profile.json has them all)\n";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%-16s", "slot");
+  out += buf;
+  for (auto& phase : profile_phases()) {
+    std::snprintf(buf, sizeof(buf), " %8s", short_names.at(phase).c_str());
+    out += buf;
+  }
+  out += "\n";
+  for (auto& [slot, phases] : p.slots) {
+    std::snprintf(buf, sizeof(buf), "%-16s", slot.substr(0, 16).c_str());
+    out += buf;
+    for (auto& phase : profile_phases()) {
+      auto it = phases.find(phase);
+      std::snprintf(buf, sizeof(buf), " %8.2f", it == phases.end() ? 0.0 : it->second);
+      out += buf;
+    }
+    out += "\n";
+  }
+  std::vector<std::pair<double, std::string>> largest;
+  double sum = 0.0;
+  for (auto& [phase, seconds] : p.total) {
+    largest.emplace_back(seconds, phase);
+    sum += seconds;
+  }
+  std::sort(largest.rbegin(), largest.rend());
+  out += "largest phases:";
+  for (size_t i = 0; i < largest.size() && i < 4; ++i) {
+    std::snprintf(buf, sizeof(buf), " %s %.1f s (%.0f%%)%s", largest[i].second.c_str(), largest[i].first,
+                  sum > 0 ? 100.0 * largest[i].first / sum : 0.0, i + 1 < std::min<size_t>(4, largest.size()) ? "," : "");
+    out += buf;
+  }
+  return out + "\n";
+}
+
+nlohmann::json profile_json(const sweep_profile& p) {
+  nlohmann::json j;
+  j["phases"] = profile_phases();
+  j["jobs"] = p.jobs;
+  j["total_seconds"] = p.total;
+  j["slots"] = p.slots;
+  double timer = 0.0;
+  for (auto phase : {"time_reference", "time_kernel"})
+    if (auto it = p.total.find(phase); it != p.total.end())
+      timer += it->second;
+  j["timer_seconds"] = timer;
+  return j;
+}
+
+} // namespace bb

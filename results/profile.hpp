@@ -1,0 +1,38 @@
+#pragma once
+
+// Where a sweep's time went: each job's phases (docs/architecture.md, "Profile") summed per
+// evaluator slot, printed as a short table at the end of a sweep and kept in profile.json.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "messages/records.hpp"
+
+namespace bb {
+
+/// The phases in the order they are shown: the evaluator's runner start, the runner's own
+/// steps, the timer's two sides, moving results back, and waiting for work.
+const std::vector<std::string>& profile_phases();
+
+struct sweep_profile {
+  /// Seconds per phase, per slot ("node/slot").
+  std::map<std::string, std::map<std::string, double>> slots;
+  /// Seconds per phase over all slots.
+  std::map<std::string, double> total;
+  size_t jobs = 0;
+};
+
+/// Sums the phases of `results` per slot and in total.
+sweep_profile make_profile(const std::vector<eval_result>& results);
+
+/// The table printed at the end of a sweep: a row per slot, a column per phase, and the
+/// largest phases over the whole sweep with their shares.
+std::string format_profile(const sweep_profile& p);
+
+/// profile.json: the same numbers, per slot and in total.
+nlohmann::json profile_json(const sweep_profile& p);
+
+} // namespace bb

@@ -1,0 +1,1 @@
+"""The stand-in's half of KernelAgent's top-level `utils` package: its providers."""

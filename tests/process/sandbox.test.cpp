@@ -1,0 +1,184 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <sys/wait.h>
+
+#include "cluster/config.hpp"
+#include "process/sandbox.hpp"
+#include "support.hpp"
+
+namespace {
+
+using words = std::vector<std::string>;
+
+// Whether `seq` appears in `all` as consecutive words.
+bool has_sequence(const words& all, const words& seq) {
+  return std::search(all.begin(), all.end(), seq.begin(), seq.end()) != all.end();
+}
+
+// A fresh folder outside /tmp (the sandbox's /tmp is its own: nothing there is hidden or bound).
+struct build_dir {
+  std::string path;
+  build_dir() {
+    std::string tmpl = BB_BIN_DIR "/../sandbox-test-XXXXXX";
+    path = std::filesystem::path(::mkdtemp(tmpl.data())).lexically_normal().string();
+  }
+  ~build_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const {
+    return path + "/" + name;
+  }
+};
+
+size_t position(const words& all, const words& seq) {
+  return static_cast<size_t>(std::search(all.begin(), all.end(), seq.begin(), seq.end()) - all.begin());
+}
+
+} // namespace
+
+TEST_CASE("sandbox modes are read and written by name", "[core]") {
+  bb::sandbox_mode m = bb::sandbox_mode::off;
+  CHECK(bb::from_string("auto", m));
+  CHECK(m == bb::sandbox_mode::automatic);
+  CHECK(bb::from_string("required", m));
+  CHECK(m == bb::sandbox_mode::required);
+  CHECK(bb::from_string("off", m));
+  CHECK(m == bb::sandbox_mode::off);
+  CHECK_FALSE(bb::from_string("on", m));
+  CHECK(bb::to_string(bb::sandbox_mode::automatic) == "auto");
+}
+
+TEST_CASE("the sandbox command: namespaces, read-only system, private /tmp, the program last",
+          "[core]") {
+  bb::sandbox_policy p;
+  p.tmp_bytes = 4 << 20;
+  auto cmd = bb::sandbox_command(p, {"/opt/bbrunner", "--fd", "5"}, "/usr/bin/bwrap", false);
+  REQUIRE(cmd.size() > 4);
+  CHECK(cmd.front() == "/usr/bin/bwrap");
+  for (auto flag : {"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
+                    "--unshare-ipc", "--unshare-uts"})
+    CHECK(std::count(cmd.begin(), cmd.end(), flag) == 1);
+  CHECK(has_sequence(cmd, {"--ro-bind", "/", "/"}));
+  CHECK(has_sequence(cmd, {"--proc", "/proc"}));
+  CHECK(has_sequence(cmd, {"--perms", "1777", "--size", std::to_string(4 << 20), "--tmpfs", "/tmp"}));
+  CHECK(has_sequence(cmd, {"--setenv", "HOME", "/tmp"}));
+  // A caller that is not root gets no capabilities to drop and keeps its own user.
+  CHECK(std::count(cmd.begin(), cmd.end(), "setpriv") == 0);
+  CHECK(std::count(cmd.begin(), cmd.end(), "--unshare-user") == 0);
+  CHECK(words(cmd.end() - 4, cmd.end()) == words{"--", "/opt/bbrunner", "--fd", "5"});
+  // Inherited descriptors are not closed: the runner's channel must reach it.
+  CHECK(std::count(cmd.begin(), cmd.end(), "--close-fds") == 0);
+}
+
+TEST_CASE("the sandbox command started by root drops to the unprivileged user", "[core]") {
+  bb::sandbox_policy p;
+  p.unprivileged_uid = 65000;
+  auto cmd = bb::sandbox_command(p, {"/bin/true"}, "bwrap", true);
+  CHECK(has_sequence(cmd, {"--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"}));
+  CHECK(has_sequence(cmd, {"setpriv", "--reuid", "65000", "--regid", "65000", "--clear-groups",
+                           "--inh-caps=-all", "--", "/bin/true"}));
+}
+
+TEST_CASE("the sandbox command hides folders and shows what the program needs inside them",
+          "[core]") {
+  build_dir dir;
+  for (auto sub : {"home/.cache/venv/lib", "home/keys", "work/run/scratch", "cache/objects/ab", "cache/pch"})
+    std::filesystem::create_directories(dir / sub);
+  bb::sandbox_policy p;
+  // Nested and repeated hidden folders are hidden once, by the outer one.
+  p.hidden = {dir / "home", dir / "home/keys", dir / "work/run", dir / "cache", dir / "home/"};
+  p.read_only = {dir / "home/.cache/venv", dir / "cache/objects", "/usr", dir / "missing"};
+  p.writable = {dir / "cache/pch"};
+  p.scratch = dir / "work/run/scratch/slot3";
+  p.devices = {"/dev/nvidia3", "/dev/nvidiactl"};
+  auto cmd = bb::sandbox_command(p, {"/bin/true"}, "bwrap", false);
+  INFO([&] {
+    std::string all;
+    for (auto& w : cmd)
+      all += w + " ";
+    return all;
+  }());
+  CHECK(std::count(cmd.begin(), cmd.end(), dir / "home") == 2); // --tmpfs, then --remount-ro
+  CHECK(has_sequence(cmd, {"--perms", "0755", "--tmpfs", dir / "home"}));
+  CHECK(has_sequence(cmd, {"--remount-ro", dir / "home"}));
+  CHECK(std::count(cmd.begin(), cmd.end(), dir / "home/keys") == 0);
+  CHECK(has_sequence(cmd, {"--perms", "0755", "--tmpfs", dir / "work/run"}));
+  CHECK(has_sequence(cmd, {"--perms", "0755", "--tmpfs", dir / "cache"}));
+  // The venv is shown read-only, its parents made searchable inside the hidden home, first.
+  auto dir_made = position(cmd, {"--perms", "0755", "--dir", dir / "home/.cache"});
+  auto bound = position(cmd, {"--ro-bind", dir / "home/.cache/venv", dir / "home/.cache/venv"});
+  CHECK(dir_made < bound);
+  CHECK(bound < cmd.size());
+  CHECK(position(cmd, {"--tmpfs", dir / "home"}) < dir_made);
+  CHECK(has_sequence(cmd, {"--ro-bind", dir / "cache/objects", dir / "cache/objects"}));
+  CHECK(has_sequence(cmd, {"--bind", dir / "cache/pch", dir / "cache/pch"}));
+  // What is visible anyway, or missing, is not bound.
+  CHECK(std::count(cmd.begin(), cmd.end(), "/usr") == 0);
+  CHECK(std::count(cmd.begin(), cmd.end(), dir / "missing") == 0);
+  // The scratch folder: fresh, writable, sized, made inside the hidden run folder.
+  CHECK(has_sequence(cmd, {"--perms", "0755", "--dir", dir / "work/run/scratch"}));
+  CHECK(has_sequence(cmd, {"--perms", "1777", "--size", std::to_string(p.tmp_bytes), "--tmpfs",
+                           dir / "work/run/scratch/slot3"}));
+  CHECK(has_sequence(cmd, {"--chdir", dir / "work/run/scratch/slot3"}));
+  // The hidden folders become read-only after everything inside them is mounted.
+  CHECK(position(cmd, {"--remount-ro", dir / "work/run"}) > position(cmd, {"--tmpfs", dir / "work/run/scratch/slot3"}));
+  CHECK(has_sequence(cmd, {"--dev-bind", "/dev/nvidia3", "/dev/nvidia3"}));
+  CHECK(has_sequence(cmd, {"--dev-bind", "/dev/nvidiactl", "/dev/nvidiactl"}));
+}
+
+TEST_CASE("what lies in /tmp is not hidden: the sandbox's /tmp is a fresh one", "[core]") {
+  bb::test::temp_dir dir;
+  std::filesystem::create_directories(dir / "run");
+  bb::sandbox_policy p;
+  p.hidden = {dir / "run"};
+  p.scratch = dir / "run/scratch/slot0";
+  auto cmd = bb::sandbox_command(p, {"/bin/true"}, "bwrap", false);
+  CHECK(std::count(cmd.begin(), cmd.end(), dir / "run") == 0);
+  CHECK(has_sequence(cmd, {"--perms", "0755", "--dir", dir.path}));
+  CHECK(has_sequence(cmd, {"--tmpfs", dir / "run/scratch/slot0"}));
+}
+
+TEST_CASE("a GPU slot's device nodes are its own GPU and the shared control nodes", "[core]") {
+  bb::test::temp_dir dev;
+  for (auto n : {"nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm", "nvidia-caps", "null"})
+    bb::test::write_file(dev / n, "");
+  auto slot1 = bb::gpu_device_nodes("1", dev.path);
+  CHECK(slot1 == std::vector<std::string>{dev / "nvidia1", dev / "nvidiactl", dev / "nvidia-uvm"});
+  auto all = bb::all_gpu_device_nodes(dev.path);
+  CHECK(all == std::vector<std::string>{dev / "nvidia-uvm", dev / "nvidia0", dev / "nvidia1",
+                                        dev / "nvidia2", dev / "nvidiactl"});
+  // A GPU named by UUID cannot be mapped to its node: every node is passed.
+  CHECK(bb::gpu_device_nodes("GPU-5a1b", dev.path) == all);
+}
+
+TEST_CASE("a death by signal inside bwrap is described as the signal", "[core]") {
+  CHECK(bb::describe_sandboxed_status(W_EXITCODE(128 + SIGSEGV, 0)) == "killed by signal 11 (SIGSEGV)");
+  CHECK(bb::describe_sandboxed_status(W_EXITCODE(3, 0)) == "exited with status 3");
+  CHECK(bb::describe_sandboxed_status(SIGKILL) == "killed by signal 9 (SIGKILL)");
+}
+
+TEST_CASE("the Python environment is its venv and the installation it was made from", "[core]") {
+  auto folders = bb::python_environment_folders(bb::build_python());
+  REQUIRE(!folders.empty());
+  CHECK(std::filesystem::exists(std::filesystem::path(folders.front()) / "bin"));
+  CHECK(bb::python_environment_folders("python3").empty());
+}
+
+TEST_CASE("the sandbox setting is checked", "[core]") {
+  bb::test::temp_dir dir;
+  bb::settings s;
+  CHECK(s.sandbox == "auto");
+  bb::test::write_file(dir / "a.toml", "[evaluator]\nsandbox = \"required\"\nsandbox_tmp_mb = 64\n"
+                                       "[compile]\nmemory_limit_gb = 2.5\n");
+  REQUIRE(!bb::load_settings(dir / "a.toml", s));
+  CHECK(s.sandbox == "required");
+  CHECK(s.sandbox_tmp_mb == 64);
+  CHECK(s.compile_memory_limit_gb == 2.5);
+  CHECK(!bb::validate(s));
+  s.sandbox = "on";
+  CHECK(bb::validate(s));
+}
