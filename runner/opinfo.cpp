@@ -47,12 +47,23 @@ built_call build_opinfo_sample(const std::string& text, const c10::FunctionSchem
   py::gil_scoped_acquire gil;
   built_call out;
   try {
+    // The sample's own split into positional and keyword arguments, as BackendBench calls
+    // the kernel with them; each value converted to its formal's type.
     auto sample = opinfo_module().attr("sample_call")(text, device.str()).cast<py::tuple>();
     py::tuple args = sample[0];
-    py::object kw = sample[1];
-    auto kwargs = py::reinterpret_borrow<py::kwargs>(kw);
-    out.args = torch::jit::createStackForSchema(schema, torch::jit::tuple_slice(args), kwargs,
-                                                std::nullopt);
+    py::dict kwargs = sample[1];
+    if (args.size() > schema.arguments().size())
+      throw python_error("TypeError", schema.name() + " takes " + std::to_string(schema.arguments().size())
+                                        + " arguments; the sample gives " + std::to_string(args.size()), "");
+    for (size_t i = 0; i < args.size(); ++i)
+      out.args.push_back(torch::jit::argumentToIValue(schema, i, args[i]));
+    for (auto item : kwargs) {
+      auto name = item.first.cast<std::string>();
+      auto index = schema.argumentIndexWithName(name);
+      if (!index)
+        throw python_error("TypeError", schema.name() + " has no argument '" + name + "'", "");
+      out.kwargs.emplace(name, torch::jit::argumentToIValue(schema, *index, item.second));
+    }
   } catch (py::error_already_set& e) {
     auto type = py::str(e.type().attr("__name__")).cast<std::string>();
     auto what = py::str(e.value()).cast<std::string>();

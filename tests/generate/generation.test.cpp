@@ -258,3 +258,25 @@ TEST_CASE("a version that cannot be scored here ends the operator's versions", "
   CHECK_FALSE(h.wants_another(policy));
   CHECK(h.standing().outcome == bb::outcome::needs_cuda);
 }
+
+TEST_CASE("--dsl cutedsl and helion ask for .py kernels with their languages' ABI", "[core]") {
+  auto b = make_op_brief("aten.relu.default", "aten::relu(Tensor self) -> Tensor", {});
+  auto cute = kernel_prompt(b, kernel_dsl::cutedsl, "");
+  CHECK_THAT(cute, Catch::Contains("fast CuTe DSL kernel"));
+  CHECK_THAT(cute, Catch::Contains("nvidia-cutlass-dsl"));
+  CHECK_THAT(cute, Catch::Contains("relu__default_cutedsl_kernel with `@cute.kernel`"));
+  CHECK_THAT(cute, Catch::Contains("relu__default_kernel_launch with `@cute.jit`"));
+  CHECK_THAT(cute, Catch::Contains("`relu__default_kernel_impl`"));
+  CHECK_THAT(cute, Catch::Contains("```python"));
+  auto helion = kernel_prompt(b, kernel_dsl::helion, "");
+  CHECK_THAT(helion, Catch::Contains("fast Helion kernel"));
+  CHECK_THAT(helion, Catch::Contains("relu__default_helion_kernel with `@helion.kernel()`"));
+  CHECK_THAT(helion, Catch::Contains("hl.tile"));
+  CHECK_THAT(helion, !Catch::Contains("FOLDER"));
+  for (auto name : {"cutedsl", "helion"}) {
+    kernel_dsl d;
+    REQUIRE(parse_dsl(name, d));
+    CHECK(std::string(to_string(d)) == name);
+    CHECK(std::string(kernel_kind(d)) == "py");
+  }
+}
