@@ -147,9 +147,9 @@ sweep::~sweep() {
 std::string sweep::start() {
   catch_stop_signals();
   start_console();
-  caf::actor_system_config cfg;
-  cfg.add_message_types<caf::id_block::bb>();
-  sys_ = std::make_unique<caf::actor_system>(cfg);
+  // The system keeps a reference to its configuration: both live as long as the sweep.
+  sys_cfg_.add_message_types<caf::id_block::bb>();
+  sys_ = std::make_unique<caf::actor_system>(sys_cfg_);
   stops_.push_back([this] {
     // Handles must not outlive their actor system.
     coordinator_ = nullptr;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
 
 #include "artefacts/kernel_dir.hpp"
 #include "cluster/config.hpp"
@@ -81,6 +82,7 @@ private:
   sweep_setup setup_;
   std::shared_ptr<progress_board> board_;
   std::unique_ptr<console> console_;
+  caf::actor_system_config sys_cfg_;
   std::unique_ptr<caf::actor_system> sys_;
   local_node local_;
   cluster nodes_;
