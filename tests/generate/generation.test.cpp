@@ -259,7 +259,7 @@ TEST_CASE("a version that cannot be scored here ends the operator's versions", "
   CHECK(h.standing().outcome == bb::outcome::needs_cuda);
 }
 
-TEST_CASE("--dsl cutedsl and helion ask for .py kernels with their languages' ABI", "[core]") {
+TEST_CASE("the flag --dsl: cutedsl and helion ask for .py kernels with their languages' ABI", "[core]") {
   auto b = make_op_brief("aten.relu.default", "aten::relu(Tensor self) -> Tensor", {});
   auto cute = kernel_prompt(b, kernel_dsl::cutedsl, "");
   CHECK_THAT(cute, Catch::Contains("fast CuTe DSL kernel"));

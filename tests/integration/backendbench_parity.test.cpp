@@ -111,7 +111,7 @@ TEST_CASE("BackendBench's remaining flags are taken, or refused with the reason"
   CHECK(relay_anthropic.err.find("chat completions") != std::string::npos);
 }
 
-TEST_CASE("--alternative-torchbench-data-path takes BackendBench's .parquet, converted once",
+TEST_CASE("the flag --alternative-torchbench-data-path takes BackendBench's .parquet, converted once",
           "[integration]") {
   if (!python_imports("pyarrow")) {
     WARN("no pyarrow in " + bb::build_python() + ": skipped (scripts/setup.sh installs it)");
@@ -154,7 +154,7 @@ pq.write_table(pa.table({
   CHECK(finished[0]["correctness"].size() == 1);
 }
 
-TEST_CASE("--backend flag_gems writes a kernel per operator FlagGems registers and lists the rest",
+TEST_CASE("the flag --backend flag_gems writes a kernel per operator FlagGems registers and lists the rest",
           "[integration]") {
   bb::test::temp_dir dir;
   write_fake_flag_gems(dir);
@@ -194,7 +194,7 @@ TEST_CASE("--backend flag_gems writes a kernel per operator FlagGems registers a
   }
 }
 
-TEST_CASE("--backend llm-relay asks the relay on 127.0.0.1:11434 unless told; --dsl helion asks "
+TEST_CASE("the flag --backend llm-relay asks the relay on 127.0.0.1:11434 unless told; --dsl helion asks "
           "for Helion",
           "[integration]") {
   bb::test::temp_dir dir;

@@ -291,7 +291,7 @@ TEST_CASE("a second signal cuts the grace short: the runner is killed, its job l
   std::vector<pid_t> runners;
   for (int i = 0; i < 600 && runners.empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    runners = bb::test::children_named(pid, "bbrunner");
+    runners = bb::test::descendants_named(pid, "bbrunner");
   }
   REQUIRE(runners.size() == 1);
   std::this_thread::sleep_for(std::chrono::seconds(2));

@@ -68,6 +68,31 @@ inline std::vector<pid_t> children_named(pid_t parent, const std::string& name) 
   return out;
 }
 
+/// Descendants of `parent` whose command name is `name`, however deep (a sandboxed runner is
+/// a grandchild, under bwrap).
+inline std::vector<pid_t> descendants_named(pid_t parent, const std::string& name) {
+  std::vector<pid_t> out, frontier{parent};
+  while (!frontier.empty()) {
+    auto p = frontier.back();
+    frontier.pop_back();
+    DIR* proc = ::opendir("/proc");
+    while (auto* entry = ::readdir(proc)) {
+      pid_t pid = std::atoi(entry->d_name);
+      if (pid <= 0)
+        continue;
+      auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+      auto open = stat.find('('), close = stat.rfind(')');
+      if (open == std::string::npos || close == std::string::npos || std::atoi(stat.c_str() + close + 4) != p)
+        continue;
+      frontier.push_back(pid);
+      if (stat.substr(open + 1, close - open - 1) == name)
+        out.push_back(pid);
+    }
+    ::closedir(proc);
+  }
+  return out;
+}
+
 /// Waits up to `seconds` for `pid` to exit: its exit status, -1 when a signal ended it, -2
 /// when it had to be killed.
 inline int wait_exit(pid_t pid, int seconds) {

@@ -110,7 +110,7 @@ TEST_CASE("excluded rows are counted per why_excluded reason and per operator", 
   CHECK(listed.find("aten.relu.default (") == std::string::npos);
 }
 
-TEST_CASE("--check-overhead-dominated-ops keeps only marked rows, then included ones", "[core]") {
+TEST_CASE("the flag --check-overhead-dominated-ops keeps only marked rows, then included ones", "[core]") {
   auto rows =
     R"j({"op_name": "aten.relu.default", "args": "((T([2], f32),), {})", "included_in_benchmark": true, "is_overhead_dominated_op": true})j"
     "\n"
