@@ -29,6 +29,9 @@ sandbox_policy node_sandbox(const settings& s, const std::string& run_folder,
     p.hidden.push_back(absolute(s.node_keys));
   p.read_only = python_environment_folders(build_python());
   p.read_only.push_back(fs::path(absolute(runner)).parent_path().string());
+  // Built kernels appear there after runners start: the folder must exist to be shown.
+  std::error_code made;
+  fs::create_directories(absolute(cache_dir) + "/objects", made);
   p.read_only.push_back(absolute(cache_dir) + "/objects");
   p.tmp_bytes = static_cast<uint64_t>(s.sandbox_tmp_mb) << 20;
   p.limits.max_processes = static_cast<uint64_t>(s.sandbox_max_processes);
