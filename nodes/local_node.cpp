@@ -1,6 +1,7 @@
 #include "nodes/local_node.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -28,6 +29,19 @@ sandbox_policy node_sandbox(const settings& s, const std::string& run_folder,
   if (!s.node_keys.empty())
     p.hidden.push_back(absolute(s.node_keys));
   p.read_only = python_environment_folders(build_python());
+  // What PYTHONPATH adds is part of the Python environment a kernel runs in: shown read-only.
+  if (const char* extra = std::getenv("PYTHONPATH")) {
+    std::string all = extra;
+    for (size_t start = 0; start <= all.size();) {
+      auto end = all.find(':', start);
+      auto entry = all.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      if (!entry.empty())
+        p.read_only.push_back(absolute(entry));
+      if (end == std::string::npos)
+        break;
+      start = end + 1;
+    }
+  }
   p.read_only.push_back(fs::path(absolute(runner)).parent_path().string());
   // Built kernels appear there after runners start: the folder must exist to be shown.
   std::error_code made;

@@ -49,7 +49,8 @@ void catch_stop_signals() {
   ::sigaction(SIGTERM, &sa, nullptr);
 }
 
-// This process's bbrunner children (each the leader of its own process group) and their groups.
+// This process's runners (each the leader of its own process group: bbrunner itself, or the
+// bwrap of its sandbox, which takes the runner with it) and their groups.
 void kill_runners() {
   auto self = ::getpid();
   DIR* proc = ::opendir("/proc");
@@ -64,7 +65,8 @@ void kill_runners() {
     auto open = stat.find('('), close = stat.rfind(')');
     if (open == std::string::npos || close == std::string::npos || close + 4 > stat.size())
       continue;
-    if (stat.substr(open + 1, close - open - 1) == "bbrunner" && std::atoi(stat.c_str() + close + 4) == self) {
+    auto name = stat.substr(open + 1, close - open - 1);
+    if ((name == "bbrunner" || name == "bwrap") && std::atoi(stat.c_str() + close + 4) == self) {
       ::kill(-pid, SIGKILL);
       ::kill(pid, SIGKILL);
     }

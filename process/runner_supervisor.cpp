@@ -239,19 +239,24 @@ runner_supervisor::call_outcome runner_supervisor::evaluate(const eval_job& job,
                    + ") during " + step + "; runner " + terminate(1000);
       return out;
     }
-    if (st != frames::read_status::ok && last_step.side == "reference") {
-      // aten itself crashed on this input (an input it does not check, as an index out of
-      // range): the input is left out, as BackendBench leaves out inputs whose reference fails.
-      out.why = outcome::reference_error;
-      out.failed_input.kind = last_step.input_kind;
-      out.failed_input.index = last_step.input_index;
-      out.failed_input.message = "the reference crashed (runner " + reap(2000) + ") during " + step;
-      out.detail = out.failed_input.message;
-      return out;
-    }
     if (st != frames::read_status::ok) {
+      auto how = reap(2000);
+      // aten itself faulted on this input (an input it does not check, as an index out of
+      // range): the input is left out, as BackendBench leaves out inputs whose reference
+      // fails. A runner killed from outside (SIGKILL, SIGTERM) is a crash whatever it ran.
+      bool fault = false;
+      for (auto sig : {"SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT"})
+        fault = fault || how.find(sig) != std::string::npos;
+      if (fault && last_step.side == "reference") {
+        out.why = outcome::reference_error;
+        out.failed_input.kind = last_step.input_kind;
+        out.failed_input.index = last_step.input_index;
+        out.failed_input.message = "the reference crashed (runner " + how + ") during " + step;
+        out.detail = out.failed_input.message;
+        return out;
+      }
       out.why = outcome::crashed;
-      out.detail = "runner " + reap(2000) + " during " + step;
+      out.detail = "runner " + how + " during " + step;
       return out;
     }
     try {
