@@ -167,12 +167,21 @@ std::string build_python() {
   return BB_PYTHON;
 }
 
-std::string default_runner_path() {
+std::string beside_program(const std::string& name) {
   std::error_code ec;
   auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec)
-    return "bbrunner";
-  return (self.parent_path() / "bbrunner").string();
+  return ec ? name : (self.parent_path() / name).string();
+}
+
+std::string default_runner_path() {
+  return beside_program("bbrunner");
+}
+
+std::string project_home() {
+  if (const char* home = std::getenv("BBCLUSTER_HOME"); home && *home)
+    return home;
+  const char* user = std::getenv("HOME");
+  return std::string(user && *user ? user : "/tmp") + "/.cache/bbcluster";
 }
 
 uint64_t runner_memory_limit(double gb, size_t slots) {

@@ -87,8 +87,15 @@ std::string build_python();
 /// file, line and key; `out` keeps its values for keys the file does not set.
 caf::error load_settings(const std::string& path, settings& out);
 
-/// bbrunner beside the running program (/proc/self/exe), the default for evaluator.runner.
+/// The file `name` beside the running program (/proc/self/exe); `name` itself when that
+/// cannot be read.
+std::string beside_program(const std::string& name);
+
+/// bbrunner beside the running program, the default for evaluator.runner.
 std::string default_runner_path();
+
+/// The project's own folder: $BBCLUSTER_HOME, else ~/.cache/bbcluster (as scripts/setup.sh).
+std::string project_home();
 
 /// The memory limit of one CPU runner in bytes: `gb` GiB, or for 0, 75% of the machine's
 /// memory shared by `slots`.

@@ -41,18 +41,6 @@ void add_backendbench_flags(CLI::App& app, flags& f) {
 
 namespace {
 
-std::string project_home() {
-  if (const char* home = std::getenv("BBCLUSTER_HOME"); home && *home)
-    return home;
-  const char* user = std::getenv("HOME");
-  return std::string(user && *user ? user : "/tmp") + "/.cache/bbcluster";
-}
-
-std::string beside_program(const std::string& name) {
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? name : (self.parent_path() / name).string();
-}
 
 // The opinfo suite's samples as bbcluster_opinfo.py selects them, on this machine's device
 // kind, into a file make_plan reads; "" or why not.

@@ -20,24 +20,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string project_home() {
-  if (const char* home = std::getenv("BBCLUSTER_HOME"); home && *home)
-    return home;
-  const char* user = std::getenv("HOME");
-  return std::string(user && *user ? user : "/tmp") + "/.cache/bbcluster";
-}
-
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::string flag_gems_script() {
-  std::error_code ec;
-  auto self = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? "bbcluster_flag_gems.py" : (self.parent_path() / "bbcluster_flag_gems.py").string();
 }
 
 } // namespace
@@ -63,7 +50,7 @@ std::string attach_flag_gems(flags& f, const settings& s, const sweep_plan& plan
   auto log = dir + "/generate.log";
   auto python = s.ka_python.empty() ? build_python() : s.ka_python;
   fs::remove(log, ec);
-  auto run = run_process({python, flag_gems_script(), dir, ops_file}, log, 300);
+  auto run = run_process({python, beside_program("bbcluster_flag_gems.py"), dir, ops_file}, log, 300);
   if (!run.ok()) {
     auto text = read_text(log);
     while (!text.empty() && text.back() == '\n')

@@ -296,15 +296,13 @@ std::map<std::string, op_rows> rows_by_op(const std::vector<eval_result>& result
 
 } // namespace
 
-std::string write_growing_reports(const std::string& dir, const std::string& command,
-                                  const std::vector<eval_result>& results, const scores& s,
-                                  const report_status& status) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec)
-    return "cannot create " + dir + ": " + ec.message();
-  auto by_op = rows_by_op(results, nullptr, nullptr);
-  std::filesystem::path base(dir);
+namespace {
+
+// The reports rewritten as operators finish: the operator summary and OVERALL_SUMMARY.md.
+std::string write_summaries(const std::filesystem::path& base, const std::string& command,
+                            const std::map<std::string, op_rows>& by_op,
+                            const std::vector<eval_result>& results, const scores& s,
+                            const report_status& status) {
   for (auto err : {write_file_atomically(base / "operator_summary.csv", summary_csv(by_op)),
                    write_file_atomically(base / "OVERALL_SUMMARY.md",
                                          overall_summary(command, by_op, s, results, status))})
@@ -313,13 +311,27 @@ std::string write_growing_reports(const std::string& dir, const std::string& com
   return "";
 }
 
+std::string make_folder(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  return ec ? "cannot create " + dir + ": " + ec.message() : "";
+}
+
+} // namespace
+
+std::string write_growing_reports(const std::string& dir, const std::string& command,
+                                  const std::vector<eval_result>& results, const scores& s,
+                                  const report_status& status) {
+  if (auto err = make_folder(dir); !err.empty())
+    return err;
+  return write_summaries(dir, command, rows_by_op(results, nullptr, nullptr), results, s, status);
+}
+
 std::string write_operator_record(const std::string& dir, const eval_result& r,
                                   const std::vector<eval_result>& versions) {
   auto folder = std::filesystem::path(dir) / "operators";
-  std::error_code ec;
-  std::filesystem::create_directories(folder, ec);
-  if (ec)
-    return "cannot create " + folder.string() + ": " + ec.message();
+  if (auto err = make_folder(folder.string()); !err.empty())
+    return err;
   json j = r;
   j["op_name"] = backendbench_op_name(r.op_name);
   if (!versions.empty())
@@ -330,22 +342,17 @@ std::string write_operator_record(const std::string& dir, const eval_result& r,
 std::string write_reports(const std::string& dir, const std::string& command,
                           const std::vector<eval_result>& results, const scores& s,
                           const report_status& status) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec)
-    return "cannot create " + dir + ": " + ec.message();
+  if (auto err = make_folder(dir); !err.empty())
+    return err;
   json all = json::array();
   json failed = json::array();
   auto by_op = rows_by_op(results, &all, &failed);
   std::filesystem::path base(dir);
   for (auto err : {write_file_atomically(base / "full_results.json", dump(sorted_by_op_and_args(all))),
-                   write_file_atomically(base / "failed_tests.json", dump(sorted_by_op_and_args(failed))),
-                   write_file_atomically(base / "operator_summary.csv", summary_csv(by_op)),
-                   write_file_atomically(base / "OVERALL_SUMMARY.md",
-                                         overall_summary(command, by_op, s, results, status))})
+                   write_file_atomically(base / "failed_tests.json", dump(sorted_by_op_and_args(failed)))})
     if (!err.empty())
       return err;
-  return "";
+  return write_summaries(base, command, by_op, results, s, status);
 }
 
 } // namespace bb

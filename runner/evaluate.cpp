@@ -190,6 +190,18 @@ input_state& input(op_context& ctx, const std::string& text, const std::string& 
   return st;
 }
 
+// One call of `k` on a fresh clone of `call`, timed as `phase`: what it threw, if anything.
+std::optional<call_error> run_one_call(op_context& ctx, const char* phase, const kernel& k,
+                                    const built_call& call, prepared_input& in, c10::IValue& out) {
+  return ctx.phases.time(phase, [&] {
+    return guarded([&] {
+      in = prepare(call, ctx.op.schema(), &k);
+      out = k.call(in);
+      synchronize(ctx.opts.device);
+    });
+  });
+}
+
 // Runs the reference and the kernel once each on fresh clones, compares their results and
 // checks the kernel's honesty against what the reference itself did on the same input.
 void check(op_context& ctx, input_state& st, const std::string& label, const std::string& kind,
@@ -201,14 +213,8 @@ void check(op_context& ctx, input_state& st, const std::string& label, const std
   tell(ctx, label + ": reference", "reference", kind, index);
   prepared_input ref_in;
   c10::IValue ref, res;
-  if (auto e = ctx.phases.time("reference_calls", [&] {
-        return guarded([&] {
-          // An input the operator cannot take is the reference's failure.
-          ref_in = prepare(*st.call, schema, &ctx.reference);
-          ref = ctx.reference.call(ref_in);
-          synchronize(ctx.opts.device);
-        });
-      })) {
+  // An input the operator cannot take is the reference's failure.
+  if (auto e = run_one_call(ctx, "reference_calls", ctx.reference, *st.call, ref_in, ref)) {
     if (e->type != "cuda_error")
       e->type = "reference_error";
     st.run_error = e;
@@ -216,13 +222,7 @@ void check(op_context& ctx, input_state& st, const std::string& label, const std
   }
   tell(ctx, label + ": kernel", "kernel", kind, index);
   prepared_input in;
-  if (auto e = ctx.phases.time("kernel_calls", [&] {
-        return guarded([&] {
-          in = prepare(*st.call, schema, &ctx.impl);
-          res = ctx.impl.call(in);
-          synchronize(ctx.opts.device);
-        });
-      })) {
+  if (auto e = run_one_call(ctx, "kernel_calls", ctx.impl, *st.call, in, res)) {
     st.run_error = e;
     return;
   }
@@ -257,14 +257,9 @@ void check(op_context& ctx, input_state& st, const std::string& label, const std
   // leave part of an output unwritten on some devices and dtypes; such an input says nothing
   // about the kernel and is left out.
   tell(ctx, label + ": reference again", "reference", kind, index);
+  prepared_input again_in;
   c10::IValue again;
-  if (auto e = ctx.phases.time("reference_calls", [&] {
-        return guarded([&] {
-          auto in2 = own("preparing the reference's input", [&] { return prepare(*st.call, schema, &ctx.reference); });
-          again = ctx.reference.call(in2);
-          synchronize(ctx.opts.device);
-        });
-      }))
+  if (run_one_call(ctx, "reference_calls", ctx.reference, *st.call, again_in, again))
     return;
   auto self_check = ctx.phases.time("compare", [&] {
     return own("comparing the reference with itself", [&] { return compare(ref, again, ctx.opts.atol, ctx.opts.rtol); });

@@ -66,6 +66,21 @@ std::string listing(const std::map<std::string, std::string>& m) {
   return out;
 }
 
+// What the control experiment must show wherever it runs: every operator ran, all of them
+// correct, no honesty flag, no crash or other failure of a whole job.
+void check_control(const sweep_facts& f) {
+  INFO(f.err.substr(f.err.size() > 6000 ? f.err.size() - 6000 : 0));
+  REQUIRE(f.status == 0);
+  CHECK(f.ops == 136);
+  INFO("outcomes other than ok:\n" << listing(f.bad_outcomes));
+  INFO("flagged:\n" << listing(f.flagged));
+  INFO("incorrect:\n" << listing(f.incorrect));
+  CHECK(f.bad_outcomes.empty());
+  CHECK(f.flagged.empty());
+  CHECK(f.incorrect.empty());
+  CHECK(f.out.find("correctness score (mean pass rate over all operators): 1.00\n") == 0);
+}
+
 } // namespace
 
 TEST_CASE("aten against itself on every operator of the included set (CPU-sized inputs): "
@@ -77,17 +92,8 @@ TEST_CASE("aten against itself on every operator of the included set (CPU-sized 
                        "[timing]\ncpu_warmup = 1\ncpu_runs = 3\ncpu_max_seconds = 0.2\n"
                        "reference_cache = false\n");
   auto f = sweep(dir, "--smallest-inputs --devices 2 --config " + dir / "settings.toml");
-  INFO(f.err.substr(f.err.size() > 6000 ? f.err.size() - 6000 : 0));
-  REQUIRE(f.status == 0);
-  CHECK(f.ops == 136);
-  INFO("outcomes other than ok:\n" << listing(f.bad_outcomes));
-  INFO("flagged:\n" << listing(f.flagged));
-  INFO("incorrect:\n" << listing(f.incorrect));
+  check_control(f);
   INFO("left out:\n" << listing(f.skipped));
-  CHECK(f.bad_outcomes.empty());
-  CHECK(f.flagged.empty());
-  CHECK(f.incorrect.empty());
-  CHECK(f.out.find("correctness score (mean pass rate over all operators): 1.00\n") == 0);
   // aten's CPU kernels reject a few of the GPU's mixed-precision inputs, or crash on an input
   // they do not check (random indices): such an input is the reference's failure and is left
   // out, never the kernel's. Nothing else may be, and only a few.
@@ -106,18 +112,9 @@ TEST_CASE("aten against itself on every operator of the included set at full siz
   }
   bb::test::temp_dir dir;
   auto f = sweep(dir, "--no-reference-cache");
-  INFO(f.err.substr(f.err.size() > 6000 ? f.err.size() - 6000 : 0));
-  REQUIRE(f.status == 0);
-  CHECK(f.ops == 136);
-  INFO("outcomes other than ok:\n" << listing(f.bad_outcomes));
-  INFO("flagged:\n" << listing(f.flagged));
-  INFO("incorrect:\n" << listing(f.incorrect));
+  check_control(f);
   INFO("left out:\n" << listing(f.skipped));
-  CHECK(f.bad_outcomes.empty());
-  CHECK(f.flagged.empty());
-  CHECK(f.incorrect.empty());
   CHECK(f.skipped.empty());
-  CHECK(f.out.find("correctness score (mean pass rate over all operators): 1.00\n") == 0);
   CHECK(f.out.find("perf@p significant (rate of correct samples whose speedup's 95% interval "
                    "lies above p, p=1.0): 0.00\n") != std::string::npos);
   std::cout << f.out;
