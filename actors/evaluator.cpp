@@ -131,6 +131,9 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
   }
   std::error_code ec;
   std::filesystem::create_directories(cfg.log_dir, ec);
+  // Absolute: the sandbox mounts the scratch folder by path, and the runner resolves its
+  // jobs' folders from inside it.
+  cfg.log_dir = std::filesystem::absolute(cfg.log_dir, ec).lexically_normal().string();
   self->state.references = reference_cache(cfg.options.reference_cache_dir);
   std::filesystem::create_directories(scratch_root(cfg), ec); // a sandbox mounts its own there
   self->state.cfg = std::move(cfg);

@@ -237,3 +237,13 @@ TEST_CASE("resume refuses a folder without a sweep, and flags beside it", "[inte
   CHECK(extra.status == 2);
   CHECK_THAT(extra.err, Catch::Contains("give no others"));
 }
+
+TEST_CASE("the README's first command: the smoke suite with the default run folder, a relative one",
+          "[integration]") {
+  bb::test::temp_dir dir;
+  auto r = run(dir, "cd " + dir.path + " && " + bbcluster + " --suite smoke --backend aten");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("correctness score (mean pass rate over all operators): 1.00\n") == 0);
+  CHECK(r.err.find("failed as a whole") == std::string::npos);
+}
