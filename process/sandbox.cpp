@@ -115,6 +115,9 @@ std::vector<std::string> sandbox_command(const sandbox_policy& p, const std::vec
   auto size = std::to_string(p.tmp_bytes);
   b.add({"--perms", "1777", "--size", size, "--tmpfs", "/tmp"});
   b.fresh_root("/tmp");
+  // POSIX semaphores and shared memory (Python's multiprocessing.Lock, which FlagGems makes on
+  // import) live in /dev/shm: a private one, as large as /tmp, writable by the program.
+  b.add({"--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"});
   // /run holds the machine's service sockets (a network namespace does not stop a Unix socket).
   b.add({"--perms", "0755", "--tmpfs", "/run"});
   b.fresh_root("/run");

@@ -60,7 +60,8 @@ TEST_CASE("a sandboxed runner times a kernel within 2% of an unsandboxed one", "
     }
   std::sort(bare.begin(), bare.end());
   std::sort(boxed.begin(), boxed.end());
-  INFO("median kernel time: bare " << bare[1] << " ms, sandboxed " << boxed[1] << " ms");
+  // Printed on every run: the figure the sandbox issue asks for.
+  WARN("median kernel time: bare " << bare[1] << " ms, sandboxed " << boxed[1] << " ms");
   CHECK(std::abs(boxed[1] / bare[1] - 1.0) < 0.02);
 }
 

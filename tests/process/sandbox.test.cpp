@@ -67,6 +67,7 @@ TEST_CASE("the sandbox command: namespaces, read-only system, private /tmp, the 
   CHECK(has_sequence(cmd, {"--ro-bind", "/", "/"}));
   CHECK(has_sequence(cmd, {"--proc", "/proc"}));
   CHECK(has_sequence(cmd, {"--perms", "1777", "--size", std::to_string(4 << 20), "--tmpfs", "/tmp"}));
+  CHECK(has_sequence(cmd, {"--perms", "1777", "--size", std::to_string(4 << 20), "--tmpfs", "/dev/shm"}));
   CHECK(has_sequence(cmd, {"--setenv", "HOME", "/tmp"}));
   // A caller that is not root gets no capabilities to drop and keeps its own user.
   CHECK(std::count(cmd.begin(), cmd.end(), "setpriv") == 0);
@@ -219,6 +220,7 @@ TEST_CASE("a program in the sandbox sees its own processes, no network and no ho
                 "head -c 3000000 /dev/zero > ./big; stat -c %s ./big > " + out + "/big; "
                 "head -c 8000000 /dev/zero > /tmp/big; stat -c %s /tmp/big > " + out + "/tmp; "
                 "grep -c ':' /proc/net/dev > " + out + "/interfaces; "
+                "echo x > /dev/shm/sem.test && echo shm > " + out + "/shm; "
                 "id -u > " + out + "/uid";
   auto r = bb::run_process({"/bin/sh", "-c", script}, dir / "log", 60, p);
   INFO(r.how << "\n" << bb::test::read_file(dir / "log"));
@@ -235,6 +237,8 @@ TEST_CASE("a program in the sandbox sees its own processes, no network and no ho
   CHECK(std::stoul(bb::test::read_file(out + "/big")) <= (1u << 20)); // RLIMIT_FSIZE
   CHECK(std::stoul(bb::test::read_file(out + "/tmp")) <= (4u << 20));  // the size of /tmp
   CHECK(std::stoi(bb::test::read_file(out + "/interfaces")) == 1);     // its own loopback
+  // A semaphore can be made (Python's multiprocessing.Lock, FlagGems on import).
+  CHECK(bb::test::read_file(out + "/shm") == "shm\n");
   if (::geteuid() == 0)
     CHECK(bb::test::read_file(out + "/uid") == std::to_string(p.unprivileged_uid) + "\n");
 }
