@@ -32,6 +32,15 @@ compile_pool_actor::behavior_type compile_worker(compile_pool_actor::pointer, co
   };
 }
 
+void answer(compile_pool_pointer self, const std::string& key, const compile_outcome& out) {
+  auto it = self->state.waiting.find(key);
+  if (it == self->state.waiting.end())
+    return;
+  for (auto& rp : it->second)
+    rp.deliver(out);
+  self->state.waiting.erase(it);
+}
+
 void dispatch(compile_pool_pointer self) {
   auto& st = self->state;
   while (!st.idle.empty() && !st.queue.empty()) {
@@ -53,7 +62,7 @@ void dispatch(compile_pool_pointer self) {
             ++st.built;
           spdlog::info("compile_pool: {} {} ({}{:.1f} s)", job.kernel.path, out.status,
                        out.cached ? "cached, " : "", out.seconds);
-          job.promise.deliver(std::move(out));
+          answer(self, job.key, out);
           st.idle.push_back(worker);
           dispatch(self);
         },
@@ -61,7 +70,7 @@ void dispatch(compile_pool_pointer self) {
           compile_outcome out;
           out.status = "compile_failed";
           out.message = "compiler worker failed: " + describe(err);
-          job.promise.deliver(std::move(out));
+          answer(self, job.key, out);
           // A worker whose request failed is not reused; replace it.
           self->state.idle.push_back(
             self->home_system().spawn<caf::detached>(compile_worker, self->state.cfg.build));
@@ -85,9 +94,16 @@ compile_pool_actor::behavior_type compile_pool(compile_pool_pointer self, compil
   self->state.cfg = std::move(cfg);
   return {
     [=](atom::compile, artefact& a) -> caf::typed_response_promise<compile_outcome> {
+      auto& st = self->state;
       auto rp = self->make_response_promise<compile_outcome>();
-      self->state.queue.push_back({std::move(a), rp});
-      dispatch(self);
+      // An artefact is its kind, entry and source (hash); one without a hash builds on its own.
+      auto key = a.hash.empty() ? "#" + std::to_string(++st.requests) : a.kind + ":" + a.entry + ":" + a.hash;
+      auto& waiters = st.waiting[key];
+      waiters.push_back(rp);
+      if (waiters.size() == 1) {
+        st.queue.push_back({std::move(a), key});
+        dispatch(self);
+      }
       return rp;
     },
   };

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/compile_step.hpp"
+#include "results/profile.hpp"
 #include "results/results.hpp"
 #include "messages/errors.hpp"
 
@@ -29,16 +30,30 @@ bool anything_running(const coordinator_state& st) {
          });
 }
 
-// Asks the reporter for the reports (partial when jobs remain) and answers `run` with them.
+// Asks the reporter for the reports (partial when jobs remain) and answers `run` with them and
+// the sweep's pace.
 void finish(coordinator_pointer self) {
   auto& st = self->state;
   st.finished = true;
-  auto deliver = [=](sweep_report& report) { self->state.promise.deliver(std::move(report)); };
+  auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.started_at).count();
+  auto cpu = process_cpu_seconds() - st.cpu_at_start;
+  spdlog::info("coordinator: {} of {} operators terminal after {:.2f} s: {} jobs dispatched, {} "
+               "messages handled, {:.2f} s of CPU in this process", st.table.done(), st.table.size(),
+               seconds, st.dispatched, st.messages, cpu);
+  auto deliver = [=](sweep_report& report) {
+    auto& st = self->state;
+    report.seconds = seconds;
+    report.cpu_seconds = cpu;
+    report.dispatched = st.dispatched;
+    report.messages = st.messages;
+    st.promise.deliver(std::move(report));
+  };
   auto fail = [=](caf::error& err) { self->state.promise.deliver(err); };
   if (st.table.all_done())
     self->request(st.reporter, caf::infinite, atom::finish_v).then(deliver, fail);
   else
     self->request(st.reporter, caf::infinite, atom::stop_v).then(deliver, fail);
+  st.messages += 2;
 }
 
 void finish_if_done(coordinator_pointer self) {
@@ -53,14 +68,18 @@ void compile_then_queue(coordinator_pointer self, uint64_t id, artefact a);
 // version to evaluate.
 void follow(coordinator_pointer self, uint64_t id, generation_step step, eval_result evaluated) {
   auto& st = self->state;
+  ++st.messages;
   if (st.finished || st.table.state_of(id) != job_table::state::reviewing)
     return; // abandoned meanwhile (no evaluator left)
   // Every evaluated version is journaled: a resumed campaign takes up from there.
-  if (st.cfg.numbered_versions)
+  if (st.cfg.numbered_versions) {
     self->send(st.reporter, atom::revise_v, std::move(evaluated));
+    ++st.messages;
+  }
   if (step.final) {
     st.table.close(id);
     self->send(st.reporter, atom::result_v, std::move(step.result));
+    ++st.messages;
     finish_if_done(self);
     return;
   }
@@ -70,37 +89,60 @@ void follow(coordinator_pointer self, uint64_t id, generation_step step, eval_re
   compile_then_queue(self, id, std::move(step.next));
 }
 
-// Records the end of one attempt: faults are retried, evaluated versions go to the generator,
-// which makes them final (to the reporter) or writes the next version.
+// An operator's version is evaluated (or ended without an evaluation): its result goes to
+// the generator, which makes it final or writes the next version.
+void review(coordinator_pointer self, uint64_t id, eval_result result) {
+  auto& st = self->state;
+  if (st.cfg.numbered_versions)
+    result.version = st.table.version(id);
+  ++st.messages;
+  self->request(st.generator, st.cfg.generate_timeout, atom::revise_v, result)
+    .then([=](generation_step& step) { follow(self, id, std::move(step), result); },
+          [=](caf::error& err) {
+            spdlog::error("coordinator: generator did not answer for job {} ({}): {}; its "
+                          "last version stands", id, result.op_name, describe(err));
+            generation_step step;
+            step.result = result;
+            follow(self, id, std::move(step), result);
+          });
+}
+
+// A version that ends without an evaluation: no kernel, a failed build, a failed generator.
+void end_version(coordinator_pointer self, uint64_t id, eval_result failed) {
+  auto& st = self->state;
+  if (st.finished || st.table.state_of(id) != job_table::state::generating)
+    return;
+  st.table.end_version(id, std::move(failed));
+  review(self, id, st.table.merged(id));
+  finish_if_done(self);
+}
+
+// Records the end of one attempt of a job: faults are retried, a terminal shard is journaled,
+// and an operator whose every shard is terminal goes to the generator.
 void settle(coordinator_pointer self, eval_result result) {
   auto& st = self->state;
   if (st.finished)
     return; // halted: the reports are written, --resume runs this job again
-  auto id = result.job_id;
-  switch (st.table.finish(result)) {
-    case job_table::verdict::stale:
-      spdlog::debug("coordinator: ignoring stale result of job {} attempt {}", result.job_id,
-                    result.attempt);
-      return;
-    case job_table::verdict::retry:
-      spdlog::warn("coordinator: job {} ({}) attempt {} {}; retrying", result.job_id,
-                   result.op_name, result.attempt, to_string(result.outcome));
-      self->send(st.reporter, atom::requeue_v, std::move(result));
-      return;
-    case job_table::verdict::terminal:
-      if (st.cfg.numbered_versions)
-        result.version = st.table.version(id);
-      self->request(st.generator, st.cfg.generate_timeout, atom::revise_v, result)
-        .then([=](generation_step& step) { follow(self, id, std::move(step), result); },
-              [=](caf::error& err) {
-                spdlog::error("coordinator: generator did not answer for job {} ({}): {}; its "
-                              "last version stands", id, result.op_name, describe(err));
-                generation_step step;
-                step.result = result;
-                follow(self, id, std::move(step), result);
-              });
-      return;
+  auto verdict = st.table.finish(result);
+  if (verdict == job_table::verdict::stale) {
+    spdlog::debug("coordinator: ignoring stale result of job {} attempt {}", result.job_id,
+                  result.attempt);
+    return;
   }
+  auto id = st.table.operator_of(result.job_id);
+  if (verdict == job_table::verdict::retry) {
+    spdlog::warn("coordinator: job {} ({}) attempt {} {}; retrying", result.job_id,
+                 result.op_name, result.attempt, to_string(result.outcome));
+    self->send(st.reporter, atom::requeue_v, std::move(result));
+    ++st.messages;
+    return;
+  }
+  if (st.table.sharded(id)) {
+    self->send(st.reporter, atom::shard_v, std::move(result));
+    ++st.messages;
+  }
+  if (verdict == job_table::verdict::terminal)
+    review(self, id, st.table.merged(id));
 }
 
 // With no evaluator left, every unfinished job ends as an infrastructure failure.
@@ -146,18 +188,22 @@ void dispatch(coordinator_pointer self) {
   while (!st.stopping && !st.idle.empty() && st.table.queued() > 0) {
     auto worker = st.idle.back();
     st.idle.pop_back();
-    auto job = *st.table.next();
+    auto job = *st.table.next(st.evaluators_alive);
     st.busy[worker.address()] = job;
-    spdlog::debug("coordinator: job {} ({}) attempt {} dispatched", job.job_id, job.op_name,
-                  job.attempt);
+    ++st.dispatched;
+    ++st.messages;
+    spdlog::debug("coordinator: job {} ({}{}) attempt {} dispatched", job.job_id, job.op_name,
+                  job.shard.is_part() ? ", " + span_text(job.shard) : std::string(), job.attempt);
     self->request(worker, st.cfg.evaluate_timeout, atom::evaluate_v, job)
       .then(
         [=](eval_result& r) {
           auto& st = self->state;
           if (st.busy.erase(worker.address()) == 0)
             return; // the evaluator was declared lost meanwhile
+          ++st.messages;
           if (r.job_id != job.job_id || r.attempt != job.attempt)
             r = failed_result(job, outcome::infra_error, "evaluator answered for another job");
+          r.shard = job.shard;
           settle(self, std::move(r));
           st.idle.push_back(worker);
           dispatch(self);
@@ -175,39 +221,51 @@ void compile_then_queue(coordinator_pointer self, uint64_t id, artefact a) {
     // The generator has no kernel for this version: a failed result, which goes back to it.
     auto job = st.table.job(id);
     job.kernel = a;
-    settle(self, failed_result(job, outcome::no_kernel, a.source));
-    finish_if_done(self);
+    end_version(self, id, failed_result(job, outcome::no_kernel, a.source));
     return;
   }
+  // One build per version, for every shard of it.
   auto job = st.table.job(id);
   job.kernel = std::move(a);
   prepare_job(
     self, st.compiler, std::move(job),
     [=](eval_job ready) {
-      self->state.table.set_artefact(id, std::move(ready.kernel));
+      auto& st = self->state;
+      ++st.messages;
+      st.table.set_artefact(id, std::move(ready.kernel));
+      // Every input finished before the resume: nothing to run.
+      if (st.table.state_of(id) == job_table::state::reviewing)
+        review(self, id, st.table.merged(id));
       dispatch(self);
     },
     [=](eval_result failed) {
-      settle(self, std::move(failed));
-      finish_if_done(self);
+      ++self->state.messages;
+      end_version(self, id, std::move(failed));
     });
 }
 
 void start(coordinator_pointer self) {
   auto& st = self->state;
-  for (auto& op : st.cfg.work.ops) {
+  st.table.split_at_dispatch(st.cfg.shards_per_slot > 0);
+  auto plans = plan_operators(st.cfg.work, st.cfg.estimates, st.cfg.earlier_shards, st.idle.size(),
+                              st.cfg.shards_per_slot);
+  for (size_t i = 0; i < st.cfg.work.ops.size(); ++i) {
+    auto& op = st.cfg.work.ops[i];
     auto first = st.cfg.first_versions.find(op.op_name);
-    auto id = st.table.add(op, first == st.cfg.first_versions.end() ? 1 : first->second);
+    auto id = st.table.add(op, first == st.cfg.first_versions.end() ? 1 : first->second, std::move(plans[i]));
+    ++st.messages;
     self->request(st.generator, st.cfg.generate_timeout, atom::generate_v, op.op_name)
       .then(
-        [=](artefact& a) { compile_then_queue(self, id, std::move(a)); },
+        [=](artefact& a) {
+          ++self->state.messages;
+          compile_then_queue(self, id, std::move(a));
+        },
         [=](caf::error& err) {
           auto job = self->state.table.job(id);
-          settle(self, failed_result(job, outcome::infra_error, "generator failed: " + describe(err)));
-          finish_if_done(self);
+          end_version(self, id, failed_result(job, outcome::infra_error, "generator failed: " + describe(err)));
         });
   }
-  spdlog::info("coordinator: {} jobs over {} evaluators", st.table.size(), st.idle.size());
+  spdlog::info("coordinator: {} operators over {} evaluators", st.table.size(), st.idle.size());
   finish_if_done(self);
 }
 
@@ -232,6 +290,7 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, coordinat
     self->monitor(e);
   st.idle = std::move(evaluators);
   self->set_down_handler([=](caf::down_msg& dm) {
+    ++self->state.messages;
     lose_evaluator(self, dm.source, "evaluator down: " + describe(dm.reason));
   });
   return {
@@ -243,6 +302,8 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, coordinat
         return rp;
       }
       st.started = true;
+      st.started_at = std::chrono::steady_clock::now();
+      st.cpu_at_start = process_cpu_seconds();
       st.promise = self->make_response_promise<sweep_report>();
       if (st.idle.empty()) {
         for (auto& op : st.cfg.work.ops)

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -25,6 +26,15 @@ struct coordinator_config {
   bool numbered_versions = false;
   /// The first version of an operator whose earlier versions a resumed campaign evaluated.
   std::map<std::string, uint32_t> first_versions;
+  /// Shards per slot (scheduler.shards_per_slot): each operator is cut into shards of about
+  /// the sweep's expected work per slot divided by this, and queued shards are cut further
+  /// as the queue drains (docs/architecture.md, "Shards"); 0: one job per operator.
+  double shards_per_slot = 0.0;
+  /// Each operator's expected work per input (suite/shards.hpp), by name; an operator
+  /// without an estimate counts one second per input.
+  std::map<std::string, op_work> estimates;
+  /// Shards a resumed sweep finished before, per operator (one kernel per operator only).
+  std::map<std::string, std::vector<eval_result>> earlier_shards;
 };
 
 caf::error validate(const coordinator_config& cfg);
@@ -49,15 +59,22 @@ struct coordinator_state {
   /// Told to stop: nothing more is dispatched; the reports are partial.
   bool stopping = false;
   caf::typed_response_promise<sweep_report> promise;
+  /// The sweep's pace (sweep_report): when `run` came, the process's CPU seconds then, jobs
+  /// dispatched and messages handled since.
+  std::chrono::steady_clock::time_point started_at;
+  double cpu_at_start = 0.0;
+  uint64_t dispatched = 0;
+  uint64_t messages = 0;
 };
 
 using coordinator_pointer = coordinator_actor::stateful_pointer<coordinator_state>;
 
-/// Splits the suite into one job per operator, asks the generator for each kernel, has native
-/// kernels built by the compile pool, hands jobs to idle evaluators and retries runner
-/// faults. Each evaluated version goes back to the generator, which makes it final (sent to
-/// the reporter) or writes the next version. Answers `run` once every job is terminal and
-/// the reports are written.
+/// Splits the suite into jobs (one per operator, or its shards), asks the generator for each
+/// kernel, has native kernels built by the compile pool (once per version), hands jobs to
+/// idle evaluators longest expected work first and retries runner faults per job. Once every
+/// shard of an operator's version is terminal, its merged result goes back to the generator,
+/// which makes it final (sent to the reporter) or writes the next version. Answers `run` once
+/// every operator is terminal and the reports are written.
 coordinator_actor::behavior_type coordinator(coordinator_pointer self, coordinator_config cfg,
                                              generator_actor generator,
                                              std::vector<evaluator_actor> evaluators,

@@ -13,6 +13,7 @@
 #include "results/resume.hpp"
 #include "results/scoring.hpp"
 #include "messages/errors.hpp"
+#include "suite/shards.hpp"
 
 namespace bb {
 
@@ -85,7 +86,7 @@ sweep_report write_all(reporter_pointer self, bool stopped) {
   report.jobs = st.results.size();
   report.failed_jobs = st.failed_jobs;
   report.partial = stopped;
-  auto profile = make_profile(st.results);
+  auto& profile = st.profile;
   report.profile_text = format_profile(profile);
   if (!st.cfg.log_dir.empty()) {
     if (auto err = write_file_atomically(std::filesystem::path(st.cfg.log_dir) / "profile.json",
@@ -120,8 +121,10 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
       return reporter_actor::behavior_type::make_empty_behavior();
     }
   }
-  for (auto& r : cfg.previous)
+  for (auto& r : cfg.previous) {
     self->state.failed_jobs += failed_as_a_whole(r) ? 1 : 0;
+    add_to_profile(self->state.profile, r);
+  }
   self->state.results = std::move(cfg.previous);
   self->state.versions = std::move(cfg.previous_versions);
   cfg.previous.clear();
@@ -136,6 +139,9 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
       if (st.journal.is_open() && !st.journal.append(r))
         spdlog::error("reporter: cannot append to {}/results.jsonl", st.cfg.log_dir);
       st.failed_jobs += failed_as_a_whole(r) ? 1 : 0;
+      // A merged result's time is its shards', profiled as they came.
+      if (r.shards == 0)
+        add_to_profile(st.profile, r);
       if (r.version > 0)
         spdlog::info("reporter: [{}/{}] {} final version {}: {}", st.results.size() + 1,
                      st.cfg.expected_jobs, r.op_name, r.version, summarize(r));
@@ -147,6 +153,15 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
         st.cfg.board->finished(st.results.back());
       if (!st.cfg.log_dir.empty())
         write_growing(self, st.results.back());
+    },
+    [=](atom::shard, const eval_result& r) {
+      auto& st = self->state;
+      if (st.journal.is_open() && !st.journal.append(r, "shard_finished"))
+        spdlog::error("reporter: cannot append to {}/results.jsonl", st.cfg.log_dir);
+      add_to_profile(st.profile, r);
+      if (st.cfg.board)
+        st.cfg.board->shard_finished(r);
+      spdlog::debug("reporter: {} {}: {}", r.op_name, span_text(r.shard), summarize(r));
     },
     [=](atom::requeue, const eval_result& r) {
       auto& st = self->state;

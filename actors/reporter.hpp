@@ -10,6 +10,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "results/journal.hpp"
+#include "results/profile.hpp"
 #include "results/progress_board.hpp"
 #include "messages/types.hpp"
 
@@ -46,13 +47,17 @@ struct reporter_state {
   uint64_t failed_jobs = 0;
   /// Every evaluated version of a generative campaign, per operator.
   std::map<std::string, std::vector<eval_result>> versions;
+  /// Where the evaluations' time went: each job's phases under its slot (a sharded
+  /// operator's shards one by one, not their merged result).
+  sweep_profile profile;
 };
 
 using reporter_pointer = reporter_actor::stateful_pointer<reporter_state>;
 
-/// Journals each result as it arrives, logs it, and rewrites the growing reports
-/// (operator_summary.csv, OVERALL_SUMMARY.md, report.html, the operator's record); writes
-/// every report on finish, or marked partial on stop.
+/// Journals each result as it arrives (an operator's, and each shard's of a sharded one), logs
+/// it, and rewrites the growing reports (operator_summary.csv, OVERALL_SUMMARY.md,
+/// report.html, the operator's record) as operators finish; writes every report on finish,
+/// or marked partial on stop.
 reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cfg);
 
 } // namespace bb

@@ -91,6 +91,29 @@ std::string reference_cache::default_dir() {
   return (fs::path(home ? home : "/tmp") / ".cache" / "bbcluster" / "reference_times").string();
 }
 
+known_call_times reference_cache::call_times(const std::string& device) const {
+  known_call_times out;
+  if (!enabled())
+    return out;
+  std::error_code ec;
+  for (auto& entry : fs::recursive_directory_iterator(dir_, ec)) {
+    if (entry.path().extension() != ".json")
+      continue;
+    try {
+      std::ifstream in(entry.path());
+      auto j = nlohmann::json::parse(in);
+      auto key = nlohmann::json::parse(j.at("key").get<std::string>());
+      // Only CUDA keys carry do_bench's budgets.
+      if (key.contains("gpu_warmup_ms") != (device == "cuda"))
+        continue;
+      out[{key.at("op").get<std::string>(), key.at("input").get<std::string>()}] = j.at("mean_ms").get<double>();
+    } catch (const std::exception&) {
+      continue; // a torn or foreign file says nothing
+    }
+  }
+  return out;
+}
+
 void attach_cached_references(eval_job& job, const reference_cache& cache, const provenance& where,
                               const runner_options& opts) {
   job.cached_references.clear();

@@ -12,6 +12,7 @@
 
 #include "messages/records.hpp"
 #include "messages/runner_protocol.hpp"
+#include "suite/shards.hpp"
 
 namespace bb {
 
@@ -40,6 +41,11 @@ public:
 
   /// ~/.cache/bbcluster/reference_times, or $BBCLUSTER_CACHE/reference_times.
   static std::string default_dir();
+
+  /// Every reference call time (ms) the cache holds for slots of `device` ("cpu" or "cuda"),
+  /// by (operator, input), whatever the device's name: what a sweep's shards are sized by
+  /// where the cache has them.
+  known_call_times call_times(const std::string& device) const;
 
 private:
   std::string path_of(const std::string& key) const;

@@ -131,6 +131,8 @@ caf::error load_settings(const std::string& path, settings& out) {
     {"evaluator.sandbox_max_open_files", {bind(s.sandbox_max_open_files), "an integer"}},
     {"compile.memory_limit_gb", {bind(s.compile_memory_limit_gb), "a number"}},
     {"run.grace_s", {bind(s.grace_s), "a number"}},
+    {"scheduler.shards", {bind(s.shards), "a string"}},
+    {"scheduler.shards_per_slot", {bind(s.shards_per_slot), "a number"}},
     {"progress.interval_s", {bind(s.progress_interval_s), "a number"}},
   };
   toml::table root;
@@ -220,6 +222,10 @@ runner_options runner_options_of(const settings& s) {
   return opts;
 }
 
+double shards_per_slot(const settings& s) {
+  return s.shards == "off" ? 0.0 : s.shards_per_slot;
+}
+
 double evaluate_timeout_s(const settings& s) {
   return s.start_timeout_s + 2 * s.job_timeout_s + 30;
 }
@@ -276,6 +282,10 @@ caf::error validate(const settings& s) {
       || s.sandbox_max_open_files < 16 || s.compile_memory_limit_gb < 0)
     return bad("evaluator.sandbox_tmp_mb, sandbox_max_processes and sandbox_max_file_mb must be "
                ">= 1, sandbox_max_open_files >= 16 and compile.memory_limit_gb >= 0");
+  if (s.shards != "auto" && s.shards != "off")
+    return bad("scheduler.shards must be auto or off, not '" + s.shards + "'");
+  if (s.shards_per_slot <= 0)
+    return bad("scheduler.shards_per_slot must be positive");
   if (s.grace_s < 0 || s.progress_interval_s <= 0)
     return bad("run.grace_s must be >= 0 and progress.interval_s positive");
   static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};

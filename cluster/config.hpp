@@ -75,6 +75,9 @@ struct settings {
   int64_t sandbox_max_open_files = 4096; ///< RLIMIT_NOFILE
   // [compile]
   double compile_memory_limit_gb = 4.0; ///< RLIMIT_DATA of one compiler process; 0: none
+  // [scheduler]: how a sweep is split (docs/architecture.md, "Shards")
+  std::string shards = "auto";         ///< "auto": operators split into shards; "off": one job each
+  double shards_per_slot = 2.0;        ///< shards of (expected work per slot) / this
   // [run] and [progress]: watching and stopping a long campaign
   double grace_s = 60.0;               ///< after SIGINT/SIGTERM, running jobs may finish this long
   double progress_interval_s = 30.0;   ///< a progress line this often when stderr is not a terminal
@@ -107,6 +110,9 @@ size_t count_gpus();
 /// The runner options of a sweep: settings.timing with the reference-time cache folder
 /// resolved ("" when the cache is off).
 runner_options runner_options_of(const settings& s);
+
+/// scheduler.shards_per_slot as the coordinator takes it: 0 when scheduler.shards is off.
+double shards_per_slot(const settings& s);
 
 /// Bound on one evaluate request to a slot: a runner start and two full job timeouts (a
 /// retry on a fresh runner) with some slack.

@@ -65,7 +65,27 @@ struct cached_reference {
   MSGPACK_DEFINE_MAP(index, mean_ms, round_means_ms);
 };
 
-/// One operator's evaluation: its inputs as argument strings, and the kernel to run on them.
+/// Which of its operator's inputs a job carries (docs/architecture.md, "Shards"): one contiguous
+/// run of the operator's correctness inputs and one of its performance inputs. All zero: the
+/// job carries every input of its operator, as a job that is not a shard does.
+struct shard_span {
+  uint32_t correctness_begin = 0;
+  uint32_t correctness_count = 0;
+  uint32_t correctness_total = 0;
+  uint32_t performance_begin = 0;
+  uint32_t performance_count = 0;
+  uint32_t performance_total = 0;
+  /// Whether this is part of an operator rather than all of it.
+  bool is_part() const {
+    return correctness_count < correctness_total || performance_count < performance_total;
+  }
+  MSGPACK_DEFINE_MAP(correctness_begin, correctness_count, correctness_total, performance_begin,
+                     performance_count, performance_total);
+};
+
+/// One operator's evaluation, or one shard of it: its inputs as argument strings, and the
+/// kernel to run on them. Input indices within a job (reference_failures, cached_references,
+/// progress frames) count from the job's first input.
 struct eval_job {
   uint64_t job_id = 0;
   uint32_t attempt = 0;
@@ -77,8 +97,10 @@ struct eval_job {
   std::vector<input_failure> reference_failures;
   /// Reference timings the evaluator found in the reference-time cache.
   std::vector<cached_reference> cached_references;
+  /// Where these inputs lie among the operator's.
+  shard_span shard;
   MSGPACK_DEFINE_MAP(job_id, attempt, op_name, kernel, correctness_inputs, performance_inputs,
-                     reference_failures, cached_references);
+                     reference_failures, cached_references, shard);
 };
 
 /// BackendBench's CorrectnessTestResult, field for field.
@@ -158,8 +180,12 @@ struct eval_result {
   /// Seconds spent in each phase of the job (see phase names in docs/architecture.md): the
   /// runner's own phases, and the evaluator's runner start, moving results and waiting.
   std::map<std::string, double> phases;
+  /// The inputs of the job this result is of (a shard's place among its operator's inputs).
+  shard_span shard;
+  /// How many shards this operator's result was merged from; 0: it was evaluated as one job.
+  uint32_t shards = 0;
   MSGPACK_DEFINE_MAP(job_id, attempt, op_name, outcome, detail, correctness, performance, where,
-                     wall_seconds, flags, runner_restarts, version, phases);
+                     wall_seconds, flags, runner_restarts, version, phases, shard, shards);
 };
 
 /// Packs any msgpack-defined value into a byte string.

@@ -31,6 +31,13 @@ struct sweep_report {
   /// The sweep was stopped before every job was terminal: the reports say so, and
   /// --resume runs the rest.
   bool partial = false;
+  /// The sweep's pace as its coordinator saw it: seconds from `run` until every job was
+  /// terminal, the jobs it dispatched (shards and retries included), the messages its actor
+  /// handled (in and out), and the CPU seconds of its whole process meanwhile.
+  double seconds = 0.0;
+  uint64_t dispatched = 0;
+  uint64_t messages = 0;
+  double cpu_seconds = 0.0;
 };
 
 template <class Inspector>
@@ -56,10 +63,16 @@ typename Inspector::result_type inspect(Inspector& f, cached_reference& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_span& x) {
+  return f(caf::meta::type_name("shard_span"), x.correctness_begin, x.correctness_count,
+           x.correctness_total, x.performance_begin, x.performance_count, x.performance_total);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, eval_job& x) {
   return f(caf::meta::type_name("eval_job"), x.job_id, x.attempt, x.op_name, x.kernel,
            x.correctness_inputs, x.performance_inputs, x.reference_failures,
-           x.cached_references);
+           x.cached_references, x.shard);
 }
 
 template <class Inspector>
@@ -86,7 +99,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
   return f(caf::meta::type_name("eval_result"), x.job_id, x.attempt, x.op_name, x.outcome,
            x.detail, x.correctness, x.performance, x.where, x.wall_seconds, x.flags,
-           x.runner_restarts, x.version, x.phases);
+           x.runner_restarts, x.version, x.phases, x.shard, x.shards);
 }
 
 template <class Inspector>
@@ -114,7 +127,7 @@ typename Inspector::result_type inspect(Inspector& f, generation_step& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sweep_report& x) {
   return f(caf::meta::type_name("sweep_report"), x.scores_text, x.jobs, x.failed_jobs, x.log_dir,
-           x.profile_text, x.partial);
+           x.profile_text, x.partial, x.seconds, x.dispatched, x.messages, x.cpu_seconds);
 }
 
 } // namespace bb
@@ -147,6 +160,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(bb, caf::first_custom_type_id)
   CAF_ADD_ATOM(bb, bb::atom, write, "write")
   CAF_ADD_ATOM(bb, bb::atom, stop, "stop")
   CAF_ADD_ATOM(bb, bb::atom, halt, "halt")
+  CAF_ADD_ATOM(bb, bb::atom, shard, "shard")
 CAF_END_TYPE_ID_BLOCK(bb)
 
 namespace bb {
@@ -179,8 +193,11 @@ using compile_pool_actor = caf::typed_actor<
 
 /// The REPORTER actor: consumes results as they arrive and writes the run's files.
 using reporter_actor = caf::typed_actor<
-  // Record one terminal job result: journal line, progress.
+  // Record one operator's terminal result: journal line, progress, growing reports.
   caf::reacts_to<atom::result, eval_result>,
+  // Record one shard's terminal result (its operator's result follows once every shard of
+  // it is terminal): journal line, progress.
+  caf::reacts_to<atom::shard, eval_result>,
   // Record an attempt that failed as a whole and goes back to the queue: journal line.
   caf::reacts_to<atom::requeue, eval_result>,
   // Record an evaluated kernel version of a generative backend: journal line.

@@ -12,6 +12,8 @@
 #include <spdlog/spdlog.h>
 
 #include "artefacts/compiler.hpp"
+#include "artefacts/reference_cache.hpp"
+#include "results/results.hpp"
 #include "generate/generation.hpp"
 #include "results/resume.hpp"
 #include "process/runner_supervisor.hpp"
@@ -148,6 +150,15 @@ std::string read_resumed_sweep(const std::string& run_dir, const settings& s, co
       out.previous.push_back(done->second);
       continue;
     }
+    if (auto lines = journal.shards.find(op.op_name); lines != journal.shards.end()) {
+      auto kept = shards_to_keep(op, lines->second);
+      if (covers_every_input(op, kept)) {
+        out.concluded.push_back(merge_shards(kept));
+        continue;
+      }
+      if (!kept.empty())
+        out.shards[op.op_name] = std::move(kept);
+    }
     if (versions == journal.versions.end())
       continue;
     version_history h;
@@ -161,11 +172,14 @@ std::string read_resumed_sweep(const std::string& run_dir, const settings& s, co
     else
       out.concluded.push_back(h.standing());
   }
-  spdlog::info("bbcluster: resuming {}: {} of {} operators finished before{}", run_dir,
-               out.previous.size(), plan.work.ops.size(),
+  spdlog::info("bbcluster: resuming {}: {} of {} operators finished before{}{}", run_dir,
+               out.previous.size() + out.concluded.size(), plan.work.ops.size(),
                out.first_versions.empty()
                  ? std::string()
-                 : ", " + std::to_string(out.first_versions.size()) + " go on from a later version");
+                 : ", " + std::to_string(out.first_versions.size()) + " go on from a later version",
+               out.shards.empty()
+                 ? std::string()
+                 : ", " + std::to_string(out.shards.size()) + " go on from the shards they finished");
   return "";
 }
 
@@ -337,6 +351,20 @@ std::string number(double x) {
 }
 
 } // namespace
+
+std::map<std::string, op_work> estimate_sweep_work(const suite& work, const settings& s,
+                                                   const std::string& device) {
+  auto opts = runner_options_of(s);
+  opts.device = device;
+  // CPU slots keep reference times only in a cache folder named on purpose (local_node).
+  if (device != "cuda" && s.timing.reference_cache_dir.empty())
+    opts.reference_cache_dir.clear();
+  auto known = reference_cache(opts.reference_cache_dir).call_times(device);
+  std::map<std::string, op_work> out;
+  for (auto& op : work.ops)
+    out[op.op_name] = estimate_work(op, opts, known);
+  return out;
+}
 
 std::map<std::string, std::string> sweep_conditions(const settings& s,
                                                     const std::vector<directory_kernel>& kernels) {

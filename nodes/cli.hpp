@@ -15,6 +15,7 @@
 #include "cluster/config.hpp"
 #include "artefacts/kernel_dir.hpp"
 #include "suite/plan.hpp"
+#include "suite/shards.hpp"
 #include "actors/generative_generator.hpp"
 #include "generate/kernel_agent.hpp"
 #include "generate/llm_client.hpp"
@@ -70,6 +71,9 @@ struct resumed_sweep {
   std::map<std::string, std::vector<eval_result>> versions;
   /// Where each unfinished operator's versions go on.
   std::map<std::string, uint32_t> first_versions;
+  /// Shards of unfinished operators finished before: not run again, merged into their
+  /// operator's result.
+  std::map<std::string, std::vector<eval_result>> shards;
 };
 
 /// Reads the journal of `run_dir` for the operators of `plan`; "" or why it cannot resume.
@@ -139,6 +143,11 @@ struct generative_backend {
 };
 
 generative_backend spawn_generative(caf::actor_system& sys, const generative_plan& plan);
+
+/// Each operator's expected work per input on slots of `device` (suite/shards.hpp), with
+/// reference times from the reference-time cache where it has them.
+std::map<std::string, op_work> estimate_sweep_work(const suite& work, const settings& s,
+                                                   const std::string& device);
 
 /// What this sweep's results depend on beyond its flags, as kept in sweep.json: the torch
 /// version, the device (GPU models, or cpu), the timer settings and each directory kernel's

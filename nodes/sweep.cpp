@@ -272,12 +272,23 @@ void sweep::start_coordinator() {
   }
   ccfg.work = setup_.plan.work;
   ccfg.max_attempts = static_cast<uint32_t>(s.max_attempts);
+  ccfg.shards_per_slot = shards_per_slot(s);
+  // Shards are sized by expected work: worth estimating only when there is more than one slot.
+  if (ccfg.shards_per_slot > 0 && evaluators_.size() > 1)
+    ccfg.estimates = cli::estimate_sweep_work(ccfg.work, s, slot_device());
+  ccfg.earlier_shards = setup_.resumed.shards;
   ccfg.evaluate_timeout = std::chrono::duration_cast<caf::timespan>(
     std::chrono::duration<double>(evaluate_timeout_s(s)));
   coordinator_ = sys_->spawn(coordinator, ccfg, generator_, evaluators_, reporter_, local_.compiler);
   for (auto& link : nodes_.links)
     link->set_coordinator(coordinator_);
   stops_.push_back([this] { caf::anon_send_exit(coordinator_, caf::exit_reason::user_shutdown); });
+}
+
+std::string sweep::slot_device() const {
+  if (!nodes_.links.empty())
+    return nodes_.links.front()->info().device;
+  return local_.info.device.empty() ? "cpu" : local_.info.device;
 }
 
 void sweep::halt() {

@@ -75,6 +75,8 @@ private:
   std::string start_evaluators();
   void start_generator();
   void start_coordinator();
+  /// The device kind of the sweep's slots ("cpu" or "cuda"), which the work is estimated for.
+  std::string slot_device() const;
   /// Stop dispatching (first signal), then stop at once (second signal or grace over).
   void watch_signals(const std::atomic<bool>& done);
   void halt();

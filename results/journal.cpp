@@ -27,12 +27,15 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(performance_record, op_name, arg
                                                 reference_round_means_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(provenance, node, device, driver, torch_version,
                                                 artefact_hash, slot, sandbox)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(shard_span, correctness_begin, correctness_count,
+                                                correctness_total, performance_begin,
+                                                performance_count, performance_total)
 // bb::to_json below names eval_result's `where` "provenance" in the file, as the journal
 // always has.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(eval_result, job_id, attempt, op_name, outcome,
                                                 detail, correctness, performance, where,
                                                 wall_seconds, flags, runner_restarts, version,
-                                                phases)
+                                                phases, shard, shards)
 } // namespace fields
 
 namespace {
@@ -74,12 +77,25 @@ void from_json(const nlohmann::json& j, provenance& x) {
   fields::from_json(j, x);
 }
 
+void to_json(nlohmann::json& j, const shard_span& x) {
+  fields::to_json(j, x);
+}
+
+void from_json(const nlohmann::json& j, shard_span& x) {
+  fields::from_json(j, x);
+}
+
 void to_json(nlohmann::json& j, const eval_result& x) {
   fields::to_json(j, x);
   j["provenance"] = std::move(j["where"]);
   j.erase("where");
   if (x.version == 0)
     j.erase("version");
+  // An operator evaluated as one job has the journal line it always had.
+  if (!x.shard.is_part())
+    j.erase("shard");
+  if (x.shards == 0)
+    j.erase("shards");
 }
 
 void from_json(const nlohmann::json& j, eval_result& x) {

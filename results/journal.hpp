@@ -20,6 +20,8 @@ void to_json(nlohmann::json& j, const performance_record& x);
 void from_json(const nlohmann::json& j, performance_record& x);
 void to_json(nlohmann::json& j, const provenance& x);
 void from_json(const nlohmann::json& j, provenance& x);
+void to_json(nlohmann::json& j, const shard_span& x);
+void from_json(const nlohmann::json& j, shard_span& x);
 void to_json(nlohmann::json& j, const eval_result& x);
 void from_json(const nlohmann::json& j, eval_result& x);
 
@@ -35,10 +37,12 @@ public:
   /// errno set) on failure.
   bool open(const std::string& path);
 
-  /// Writes one line for `r`: event "job_finished" (terminal), "job_requeued" (an attempt
-  /// that ended in a runner or node fault and goes back to the queue) or "version_evaluated"
-  /// (every evaluated kernel version of a generative backend; the one that stands also gets
-  /// its job_finished line); false on a write error.
+  /// Writes one line for `r`: event "job_finished" (an operator's terminal result),
+  /// "shard_finished" (a shard's terminal result; its operator's job_finished line, merged
+  /// from its shards, follows when all are terminal), "job_requeued" (an attempt that ended
+  /// in a runner or node fault and goes back to the queue) or "version_evaluated" (every
+  /// evaluated kernel version of a generative backend; the one that stands also gets its
+  /// job_finished line); false on a write error.
   bool append(const eval_result& r, const std::string& event = "job_finished");
 
   bool is_open() const {

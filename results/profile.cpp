@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include <sys/resource.h>
+
 namespace bb {
 
 const std::vector<std::string>& profile_phases() {
@@ -12,17 +14,28 @@ const std::vector<std::string>& profile_phases() {
   return phases;
 }
 
+void add_to_profile(sweep_profile& p, const eval_result& r) {
+  auto slot = r.where.node + "/" + std::to_string(r.where.slot);
+  for (auto& [phase, seconds] : r.phases) {
+    p.slots[slot][phase] += seconds;
+    p.total[phase] += seconds;
+  }
+  ++p.jobs;
+}
+
 sweep_profile make_profile(const std::vector<eval_result>& results) {
   sweep_profile p;
-  for (auto& r : results) {
-    auto slot = r.where.node + "/" + std::to_string(r.where.slot);
-    for (auto& [phase, seconds] : r.phases) {
-      p.slots[slot][phase] += seconds;
-      p.total[phase] += seconds;
-    }
-    ++p.jobs;
-  }
+  for (auto& r : results)
+    add_to_profile(p, r);
   return p;
+}
+
+double process_cpu_seconds() {
+  rusage u{};
+  if (::getrusage(RUSAGE_SELF, &u) != 0)
+    return 0.0;
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
 }
 
 std::string format_profile(const sweep_profile& p) {

@@ -25,8 +25,14 @@ struct sweep_profile {
   size_t jobs = 0;
 };
 
+/// Adds the phases of one evaluation (a job, or a shard of an operator) under its slot.
+void add_to_profile(sweep_profile& p, const eval_result& r);
+
 /// Sums the phases of `results` per slot and in total.
 sweep_profile make_profile(const std::vector<eval_result>& results);
+
+/// The CPU seconds this process has used so far, all its threads together.
+double process_cpu_seconds();
 
 /// The table printed at the end of a sweep: a row per slot, a column per phase, and the
 /// largest phases over the whole sweep with their shares.

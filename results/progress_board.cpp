@@ -31,7 +31,13 @@ progress_board::progress_board(std::map<std::string, uint64_t> inputs,
 void progress_board::count(const eval_result& r) {
   ++s_.ops_done;
   auto n = inputs_.find(r.op_name);
-  s_.inputs_done += n == inputs_.end() ? r.correctness.size() : n->second;
+  uint64_t counted = 0;
+  if (auto shards = shard_inputs_.find(r.op_name); shards != shard_inputs_.end()) {
+    counted = shards->second;
+    shard_inputs_.erase(shards);
+  }
+  auto all = n == inputs_.end() ? r.correctness.size() : n->second;
+  s_.inputs_done += all - std::min<uint64_t>(all, counted);
   if (auto f = failure_of(r); !f.empty())
     ++s_.failures[f];
 }
@@ -58,6 +64,13 @@ void progress_board::slot_gone(size_t slot) {
     s_.slots[slot].op.clear();
     s_.slots[slot].gone = true;
   }
+}
+
+void progress_board::shard_finished(const eval_result& r) {
+  std::lock_guard<std::mutex> guard(m_);
+  shard_inputs_[r.op_name] += r.shard.correctness_count;
+  s_.inputs_done += r.shard.correctness_count;
+  s_.inputs_done_here += r.shard.correctness_count;
 }
 
 void progress_board::finished(const eval_result& r) {

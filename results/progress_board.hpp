@@ -56,6 +56,8 @@ public:
   void slot_idle(size_t slot);
   /// The slot's evaluator is gone (its node lost, or the sweep over).
   void slot_gone(size_t slot);
+  /// One shard's terminal result: its inputs count as done.
+  void shard_finished(const eval_result& r);
   /// One operator's final result.
   void finished(const eval_result& r);
   /// The sweep is stopping: `why` is shown in place of the estimate.
@@ -68,6 +70,8 @@ private:
 
   mutable std::mutex m_;
   std::map<std::string, uint64_t> inputs_;
+  /// Inputs of unfinished operators counted from their shards.
+  std::map<std::string, uint64_t> shard_inputs_;
   progress_snapshot s_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };

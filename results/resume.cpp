@@ -10,6 +10,7 @@
 
 #include "results/journal.hpp"
 #include "results/reports.hpp"
+#include "suite/shards.hpp"
 
 namespace bb {
 
@@ -93,6 +94,39 @@ std::string resume_command_for(const std::string& run_dir) {
   return quoted(program) + " --resume " + quoted(dir);
 }
 
+std::vector<eval_result> shards_to_keep(const op_inputs& op, const std::vector<eval_result>& lines) {
+  auto work = uniform_work(op);
+  std::vector<unit_range> covered;
+  std::vector<eval_result> out;
+  for (auto& r : lines) {
+    auto& s = r.shard;
+    if (r.version != 0 || s.correctness_total != op.correctness.size()
+        || s.performance_total != op.performance.size()
+        || s.correctness_begin + s.correctness_count > s.correctness_total
+        || s.performance_begin + s.performance_count > s.performance_total)
+      continue;
+    auto units = units_of(work, s);
+    bool again = std::any_of(units.begin(), units.end(), [&](const unit_range& u) {
+      return std::any_of(covered.begin(), covered.end(),
+                         [&](const unit_range& c) { return u.begin < c.end && c.begin < u.end; });
+    });
+    if (again)
+      continue;
+    covered.insert(covered.end(), units.begin(), units.end());
+    out.push_back(r);
+  }
+  return out;
+}
+
+bool covers_every_input(const op_inputs& op, const std::vector<eval_result>& shards) {
+  auto work = uniform_work(op);
+  std::vector<unit_range> covered;
+  for (auto& r : shards)
+    for (auto& u : units_of(work, r.shard))
+      covered.push_back(u);
+  return !shards.empty() && units_left(work, covered).empty();
+}
+
 std::string read_journal_state(const std::string& path, journal_state& out) {
   std::ifstream in(path);
   if (!in)
@@ -107,6 +141,8 @@ std::string read_journal_state(const std::string& path, journal_state& out) {
       auto r = parse_journal_line(line);
       if (event == "job_finished") {
         out.finished[r.op_name] = std::move(r);
+      } else if (event == "shard_finished") {
+        out.shards[r.op_name].push_back(std::move(r));
       } else if (event == "version_evaluated") {
         auto& list = out.versions[r.op_name];
         auto same = std::find_if(list.begin(), list.end(),

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "messages/records.hpp"
+#include "suite/suite.hpp"
 
 namespace bb {
 
@@ -47,6 +48,9 @@ std::vector<std::string> resume_args(const sweep_record& r, const std::string& r
 struct journal_state {
   /// Each finished operator's result (its last job_finished line).
   std::map<std::string, eval_result> finished;
+  /// The terminal results of shards of operators, per operator, in journal order
+  /// (shard_finished lines); an operator's job_finished line supersedes them.
+  std::map<std::string, std::vector<eval_result>> shards;
   /// The evaluated kernel versions of a generative backend, per operator, in order
   /// (version_evaluated lines; a version evaluated again replaces its earlier line).
   std::map<std::string, std::vector<eval_result>> versions;
@@ -54,6 +58,14 @@ struct journal_state {
   /// still counts.
   std::vector<std::string> problems;
 };
+
+/// The shards of `op` a resumed sweep takes up from its journal's shard lines: those of the
+/// operator's one kernel (version 0) whose inputs are still the operator's, each input once
+/// (a later line that covers an input again is left out).
+std::vector<eval_result> shards_to_keep(const op_inputs& op, const std::vector<eval_result>& lines);
+
+/// Whether `shards` cover every input of `op`.
+bool covers_every_input(const op_inputs& op, const std::vector<eval_result>& shards);
 
 /// Reads a journal; "" or why it cannot be read at all.
 std::string read_journal_state(const std::string& path, journal_state& out);

@@ -280,6 +280,18 @@ const input_failure* left_out(const eval_job& job, const std::string& kind, size
                  [&](const input_failure& f) { return f.kind == kind && f.index == index; });
 }
 
+// "correctness input 7/10": numbered among the operator's inputs, so that a shard's messages
+// (a crash's detail among them) read as an unsharded job's.
+std::string input_label(const eval_job& job, const std::string& kind, size_t i, size_t n) {
+  const auto& s = job.shard;
+  bool correctness = kind == "correctness";
+  if (s.is_part()) {
+    i += correctness ? s.correctness_begin : s.performance_begin;
+    n = correctness ? s.correctness_total : s.performance_total;
+  }
+  return kind + " input " + std::to_string(i + 1) + "/" + std::to_string(n);
+}
+
 correctness_record check_input(op_context& ctx, const std::string& text, size_t i, size_t n) {
   correctness_record rec;
   rec.op_name = ctx.job.op_name;
@@ -289,7 +301,7 @@ correctness_record check_input(op_context& ctx, const std::string& text, size_t 
     rec.error_msg = f->message;
     return rec;
   }
-  auto label = "correctness input " + std::to_string(i + 1) + "/" + std::to_string(n);
+  auto label = input_label(ctx.job, "correctness", i, n);
   auto& st = input(ctx, text, label, "correctness", i);
   call_error err = st.build_error;
   if (st.call) {
@@ -326,7 +338,7 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
     rec.error_msg = "reference_error: " + f->message;
     return rec;
   }
-  auto label = "performance input " + std::to_string(i + 1) + "/" + std::to_string(n);
+  auto label = input_label(ctx.job, "performance", i, n);
   auto& st = input(ctx, text, label, "performance", i);
   if (!st.call) {
     rec.error_msg = st.build_error.type + ": " + st.build_error.message;
@@ -532,6 +544,7 @@ eval_result evaluate_job(const eval_job& job, const runner_options& opts, const 
   r.op_name = job.op_name;
   r.where = describe(opts);
   r.where.artefact_hash = job.kernel.hash;
+  r.shard = job.shard;
   phase_clock phases;
   try {
     run_job(r, job, opts, progress, phases);

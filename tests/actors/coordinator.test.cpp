@@ -23,6 +23,8 @@ struct trace {
   std::vector<eval_result> reported;
   std::vector<eval_result> requeued;
   std::vector<eval_result> revised;
+  /// Shards' terminal results, as the reporter journals them.
+  std::vector<eval_result> shards;
   /// Artefact paths the evaluators saw.
   std::vector<std::string> kernels;
   /// Operators in the order the evaluators saw them.
@@ -34,6 +36,7 @@ struct trace {
 reporter_actor::behavior_type mock_reporter(reporter_actor::pointer, std::shared_ptr<trace> t) {
   return {
     [t](atom::result, eval_result& r) { t->reported.push_back(std::move(r)); },
+    [t](atom::shard, eval_result& r) { t->shards.push_back(std::move(r)); },
     [t](atom::requeue, eval_result& r) { t->requeued.push_back(std::move(r)); },
     [t](atom::revise, eval_result& r) { t->revised.push_back(std::move(r)); },
     [t](atom::finish) {
@@ -366,4 +369,202 @@ TEST_CASE_METHOD(fixture, "told to halt, the coordinator answers at once and ign
   sched->run();
   CHECK(t->reported.empty());
   CHECK(held->taken == 1);
+}
+
+namespace {
+
+// An evaluator that answers each input with its own records (args: the input text) and notes
+// every job it saw; with `crash_on` set, a job holding that input crashes once.
+struct echo_log {
+  std::vector<eval_job> jobs;
+  std::string crash_on;
+  bool crashed = false;
+};
+
+evaluator_actor::behavior_type echo_evaluator(evaluator_actor::pointer, std::shared_ptr<echo_log> log) {
+  return {
+    [log](atom::evaluate, const eval_job& job) {
+      log->jobs.push_back(job);
+      eval_result r;
+      r.job_id = job.job_id;
+      r.attempt = job.attempt;
+      r.op_name = job.op_name;
+      auto& in = job.correctness_inputs;
+      if (!log->crashed && std::find(in.begin(), in.end(), log->crash_on) != in.end()) {
+        log->crashed = true;
+        r.outcome = bb::outcome::crashed;
+        r.detail = "runner killed by signal 11 (SIGSEGV)";
+        return r;
+      }
+      for (auto& text : in) {
+        correctness_record c;
+        c.op_name = job.op_name;
+        c.args = text;
+        c.is_correct = true;
+        r.correctness.push_back(c);
+      }
+      for (auto& text : job.performance_inputs) {
+        performance_record p;
+        p.op_name = job.op_name;
+        p.args = text;
+        p.speedup = 1.5;
+        p.successfully_ran = true;
+        r.performance.push_back(p);
+      }
+      return r;
+    },
+    [](atom::ping) { return atom::pong_v; },
+  };
+}
+
+std::vector<std::string> inputs(size_t n) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i)
+    out.push_back("x" + std::to_string(i));
+  return out;
+}
+
+// Twelve inputs of one operator and one of another, over three slots at two shards a slot.
+coordinator_config sharded_config() {
+  coordinator_config c;
+  c.work.ops.push_back({"aten.big.default", inputs(12), inputs(12)});
+  c.work.ops.push_back({"aten.small.default", {"y"}, {"y"}});
+  c.shards_per_slot = 2;
+  return c;
+}
+
+std::vector<std::string> args_of(const std::vector<correctness_record>& rs) {
+  std::vector<std::string> out;
+  for (auto& r : rs)
+    out.push_back(r.args);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "an operator is split into shards over the slots, longest first, and "
+                          "reported once with its records in input order", "[actors]") {
+  auto log = std::make_shared<echo_log>();
+  std::vector<evaluator_actor> slots;
+  for (int i = 0; i < 3; ++i)
+    slots.push_back(keep(sys->spawn(echo_evaluator, log)));
+  auto report = run(sharded_config(), slots);
+  CHECK(report.jobs == 2);
+  CHECK(report.dispatched == log->jobs.size());
+  // 13 expected seconds over 3 slots at 2 shards a slot: shards of about 2 seconds.
+  size_t big_jobs = 0;
+  for (auto& j : log->jobs)
+    if (j.op_name == "aten.big.default") {
+      ++big_jobs;
+      CHECK(j.shard.is_part());
+      CHECK(j.shard.correctness_total == 12);
+      CHECK(j.correctness_inputs.size() <= 3);
+      CHECK(j.correctness_inputs == j.performance_inputs);
+    }
+  CHECK(big_jobs >= 4);
+  // The shards of the larger operator went out before the one-input operator's job.
+  CHECK(log->jobs.front().op_name == "aten.big.default");
+  REQUIRE(t->reported.size() == 2);
+  for (auto& r : t->reported) {
+    if (r.op_name != "aten.big.default") {
+      CHECK(r.shards == 0);
+      continue;
+    }
+    CHECK(r.shards == big_jobs);
+    CHECK(args_of(r.correctness) == inputs(12));
+    REQUIRE(r.performance.size() == 12);
+    CHECK(r.performance[11].args == "x11");
+    CHECK(r.outcome == bb::outcome::ok);
+  }
+  // Each shard's terminal result was journaled; the unsharded operator's job was not.
+  CHECK(t->shards.size() == big_jobs);
+  for (auto& s : t->shards)
+    CHECK(s.op_name == "aten.big.default");
+}
+
+TEST_CASE_METHOD(fixture, "a crashed shard is retried alone; the other shards' results stand",
+                 "[actors]") {
+  auto log = std::make_shared<echo_log>();
+  log->crash_on = "x7";
+  std::vector<evaluator_actor> slots;
+  for (int i = 0; i < 3; ++i)
+    slots.push_back(keep(sys->spawn(echo_evaluator, log)));
+  run(sharded_config(), slots);
+  REQUIRE(t->requeued.size() == 1);
+  auto& lost = t->requeued.front().shard;
+  CHECK(lost.is_part());
+  CHECK(lost.correctness_begin <= 7);
+  CHECK(lost.correctness_begin + lost.correctness_count > 7);
+  // Every input ran once, but those of the crashed shard twice.
+  std::map<std::string, int> runs;
+  for (auto& j : log->jobs)
+    for (auto& x : j.correctness_inputs)
+      ++runs[x];
+  for (auto& [x, n] : runs) {
+    INFO(x);
+    bool in_lost = x[0] == 'x' && std::stoul(x.substr(1)) >= lost.correctness_begin
+                   && std::stoul(x.substr(1)) < lost.correctness_begin + lost.correctness_count;
+    CHECK(n == (in_lost ? 2 : 1));
+  }
+  REQUIRE(t->reported.size() == 2);
+  for (auto& r : t->reported)
+    CHECK(r.outcome == bb::outcome::ok);
+}
+
+TEST_CASE_METHOD(fixture, "a kernel version is evaluated on every shard before the generator "
+                          "decides on it", "[actors]") {
+  auto log = std::make_shared<echo_log>();
+  std::vector<evaluator_actor> slots;
+  for (int i = 0; i < 3; ++i)
+    slots.push_back(keep(sys->spawn(echo_evaluator, log)));
+  auto c = sharded_config();
+  c.numbered_versions = true;
+  run(c, slots, keep(sys->spawn(revising_generator)));
+  // v1 had no kernel; v2 of each operator reached the generator once, merged over its shards.
+  size_t v2_big = 0;
+  for (auto& r : t->revised)
+    if (r.version == 2 && r.op_name == "aten.big.default") {
+      ++v2_big;
+      CHECK(args_of(r.correctness) == inputs(12));
+    }
+  CHECK(v2_big == 1);
+  for (auto& j : log->jobs)
+    CHECK(j.kernel.path == "v2");
+  REQUIRE(t->reported.size() == 2);
+  for (auto& r : t->reported)
+    CHECK(r.version == 2);
+}
+
+TEST_CASE_METHOD(fixture, "the shards a resumed sweep finished before are not run again and join "
+                          "the operator's records", "[actors]") {
+  auto log = std::make_shared<echo_log>();
+  std::vector<evaluator_actor> slots;
+  for (int i = 0; i < 3; ++i)
+    slots.push_back(keep(sys->spawn(echo_evaluator, log)));
+  auto c = sharded_config();
+  eval_result earlier;
+  earlier.op_name = "aten.big.default";
+  earlier.shard = {0, 5, 12, 0, 5, 12};
+  for (size_t i = 0; i < 5; ++i) {
+    correctness_record rec;
+    rec.args = "x" + std::to_string(i);
+    rec.error_msg = "before the resume";
+    earlier.correctness.push_back(rec);
+    performance_record p;
+    p.args = rec.args;
+    earlier.performance.push_back(p);
+  }
+  c.earlier_shards["aten.big.default"] = {earlier};
+  run(c, slots);
+  for (auto& j : log->jobs)
+    for (auto& x : j.correctness_inputs)
+      CHECK((x == "y" || std::stoul(x.substr(1)) >= 5));
+  REQUIRE(t->reported.size() == 2);
+  for (auto& r : t->reported) {
+    if (r.op_name != "aten.big.default")
+      continue;
+    CHECK(args_of(r.correctness) == inputs(12));
+    CHECK(r.correctness[4].error_msg == "before the resume");
+    CHECK(r.correctness[5].is_correct);
+  }
 }

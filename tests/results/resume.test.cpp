@@ -103,3 +103,58 @@ TEST_CASE("the resume command names this program and the run folder, quoted", "[
   CHECK_THAT(plain, Catch::StartsWith("/"));
   CHECK_THAT(resume_command_for("/runs/it's here"), Catch::EndsWith(" --resume '/runs/it'\\''s here'"));
 }
+
+namespace {
+
+eval_result shard_line(uint32_t begin, uint32_t n, uint32_t total) {
+  eval_result r;
+  r.op_name = "aten.a.default";
+  r.shard = {begin, n, total, begin, n, total};
+  for (auto i = begin; i < begin + n; ++i) {
+    correctness_record c;
+    c.args = "x" + std::to_string(i);
+    r.correctness.push_back(c);
+  }
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("a journal keeps each shard's place; a resume takes up each input once", "[core]") {
+  test::temp_dir dir;
+  {
+    journal_writer j;
+    REQUIRE(j.open(dir / "results.jsonl"));
+    REQUIRE(j.append(shard_line(0, 2, 6), "shard_finished"));
+    REQUIRE(j.append(shard_line(4, 2, 6), "shard_finished"));
+    // Again over input 4 (a later run's cut): left out. Of another kernel version: left out.
+    REQUIRE(j.append(shard_line(3, 2, 6), "shard_finished"));
+    auto versioned = shard_line(2, 2, 6);
+    versioned.version = 2;
+    REQUIRE(j.append(versioned, "shard_finished"));
+    eval_result whole;
+    whole.op_name = "aten.b.default";
+    REQUIRE(j.append(whole));
+  }
+  auto text = test::read_file(dir / "results.jsonl");
+  // An operator evaluated as one job has the line it always had.
+  CHECK(text.find("\"shard\"") < text.find("aten.b.default"));
+  CHECK(text.substr(text.find("aten.b.default")).find("\"shard\"") == std::string::npos);
+  journal_state st;
+  REQUIRE(read_journal_state(dir / "results.jsonl", st).empty());
+  REQUIRE(st.shards["aten.a.default"].size() == 4);
+  CHECK(st.shards["aten.a.default"][1].shard.correctness_begin == 4);
+  CHECK(st.finished.count("aten.b.default") == 1);
+  std::vector<std::string> xs;
+  for (int i = 0; i < 6; ++i)
+    xs.push_back("x" + std::to_string(i));
+  op_inputs op{"aten.a.default", xs, xs};
+  auto kept = shards_to_keep(op, st.shards["aten.a.default"]);
+  REQUIRE(kept.size() == 2);
+  CHECK_FALSE(covers_every_input(op, kept));
+  kept.push_back(shard_line(2, 2, 6));
+  CHECK(covers_every_input(op, kept));
+  // Lines of an operator whose inputs changed since are not taken up.
+  op_inputs fewer{"aten.a.default", {"x0"}, {"x0"}};
+  CHECK(shards_to_keep(fewer, st.shards["aten.a.default"]).empty());
+}

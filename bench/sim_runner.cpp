@@ -1,0 +1,180 @@
+// sim_runner: a stand-in for bbrunner in the simulated cluster (bench/cluster.cpp). It speaks
+// bbrunner's protocol (messages/runner_protocol.hpp) over the same inherited socket: hello,
+// configure/ready, evaluate with a progress frame before each input and one result, resolve,
+// check, stop. Instead of evaluating, it waits the modelled time of each input
+// (bench/sim_model.hpp) divided by $BBCLUSTER_SIM_SPEEDUP, and answers with records of a
+// kernel that is correct and as fast as aten. It links neither torch nor CAF: many of them
+// run on one machine, one per simulated GPU slot. Only for the benchmark; evaluator.runner
+// names it.
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "bench/sim_model.hpp"
+#include "messages/runner_protocol.hpp"
+#include "process/frames.hpp"
+#include "suite/args.hpp"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+bool send(int fd, const bb::runner_reply& reply) {
+  return bb::frames::write_frame(fd, bb::pack(reply));
+}
+
+// Waits `seconds`, or until the evaluator's end of the socket closes (then exits: nobody
+// waits for the result). The evaluator sends nothing during a job.
+void wait_or_exit(int fd, double seconds) {
+  auto until = clock_type::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - clock_type::now()).count();
+    if (left <= 0)
+      return;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) > 0 && (p.revents & (POLLHUP | POLLERR | POLLIN)))
+      std::exit(0);
+  }
+}
+
+double speedup_of_time() {
+  const char* text = std::getenv("BBCLUSTER_SIM_SPEEDUP");
+  double x = text ? std::atof(text) : 1.0;
+  return x > 0 ? x : 1.0;
+}
+
+class simulated_job {
+public:
+  simulated_job(int fd, const bb::runner_request& req, const bb::runner_options& opts)
+    : fd_(fd), job_(req.job), opts_(opts) {
+  }
+
+  bb::runner_reply run() {
+    auto start = clock_type::now();
+    bb::runner_reply reply;
+    reply.kind = "result";
+    auto& r = reply.result;
+    r.job_id = job_.job_id;
+    r.attempt = job_.attempt;
+    r.op_name = job_.op_name;
+    r.where = where(opts_);
+    r.where.artefact_hash = job_.kernel.hash;
+    r.shard = job_.shard;
+    bool paired = job_.correctness_inputs == job_.performance_inputs;
+    for (size_t i = 0; i < job_.correctness_inputs.size(); ++i) {
+      r.correctness.push_back(check(job_.correctness_inputs[i], i, paired));
+      if (paired)
+        r.performance.push_back(time(job_.performance_inputs[i]));
+    }
+    if (!paired)
+      for (size_t i = 0; i < job_.performance_inputs.size(); ++i) {
+        step("performance", i);
+        wait_or_exit(fd_, bb::sim::input_seconds(job_.op_name, job_.performance_inputs[i], opts_, true) / speedup_);
+        r.performance.push_back(time(job_.performance_inputs[i]));
+      }
+    r.wall_seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+    r.phases["time_kernel"] = r.wall_seconds;
+    return reply;
+  }
+
+  static bb::provenance where(const bb::runner_options& opts) {
+    bb::provenance p;
+    p.node = opts.node;
+    p.device = opts.device == "cuda" ? "simulated GPU" : "simulated CPU";
+    p.driver = "simulated";
+    p.torch_version = "simulated";
+    return p;
+  }
+
+private:
+  void step(const char* kind, size_t i) {
+    bb::runner_reply note;
+    note.kind = "progress";
+    note.text = std::string(kind) + " input " + std::to_string(i + 1);
+    note.input_kind = kind;
+    note.input_index = static_cast<uint32_t>(i);
+    send(fd_, note);
+  }
+
+  bb::correctness_record check(const std::string& text, size_t i, bool timed) {
+    step("correctness", i);
+    wait_or_exit(fd_, bb::sim::input_seconds(job_.op_name, text, opts_, timed) / speedup_);
+    bb::correctness_record c;
+    c.op_name = job_.op_name;
+    c.args = bb::args::serialize_text(text);
+    c.is_correct = true;
+    return c;
+  }
+
+  bb::performance_record time(const std::string& text) {
+    bb::performance_record p;
+    p.op_name = job_.op_name;
+    p.args = bb::args::serialize_text(text);
+    p.reference_time_ms = p.benchmark_time_ms = bb::sim::call_ms(job_.op_name, text, opts_.device);
+    p.speedup = 1.0;
+    p.successfully_ran = true;
+    return p;
+  }
+
+  int fd_;
+  const bb::eval_job& job_;
+  const bb::runner_options& opts_;
+  double speedup_ = speedup_of_time();
+};
+
+int serve(int fd) {
+  bb::runner_options opts;
+  bb::runner_reply hello;
+  hello.kind = "hello";
+  if (!send(fd, hello))
+    return 3;
+  for (;;) {
+    std::string frame;
+    if (bb::frames::read_frame(fd, frame, -1) != bb::frames::read_status::ok)
+      return 0;
+    bb::runner_request req;
+    try {
+      req = bb::unpack<bb::runner_request>(frame);
+    } catch (const std::exception& e) {
+      std::cerr << "sim_runner: malformed request: " << e.what() << "\n";
+      return 3;
+    }
+    bb::runner_reply reply;
+    if (req.kind == "stop")
+      return 0;
+    if (req.kind == "configure") {
+      opts = req.options;
+      reply.kind = "ready";
+      reply.where = simulated_job::where(opts);
+    } else if (req.kind == "resolve") {
+      reply.kind = "schemas";
+      for (auto& op : req.ops)
+        reply.schemas.push_back(op + " (simulated)");
+    } else if (req.kind == "check") {
+      reply.kind = "checked";
+    } else {
+      reply = simulated_job(fd, req, opts).run();
+    }
+    if (!send(fd, reply))
+      return 3;
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  int fd = -1;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--fd")
+      fd = std::atoi(argv[i + 1]);
+  if (fd < 0) {
+    std::cerr << "sim_runner: --fd is required (an evaluator starts it)\n";
+    return 2;
+  }
+  return serve(fd);
+}
