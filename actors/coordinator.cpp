@@ -22,6 +22,13 @@ namespace {
 void dispatch(coordinator_pointer self);
 void settle(coordinator_pointer self, eval_result result);
 
+// Tells the reporter, counting the message in the sweep's pace.
+template <class... Ts>
+void report(coordinator_pointer self, Ts&&... xs) {
+  self->send(self->state.reporter, std::forward<Ts>(xs)...);
+  ++self->state.messages;
+}
+
 // Whether an evaluation is running or its verdict is on its way to the reporter.
 bool anything_running(const coordinator_state& st) {
   auto ids = st.table.unfinished();
@@ -72,14 +79,11 @@ void follow(coordinator_pointer self, uint64_t id, generation_step step, eval_re
   if (st.finished || st.table.state_of(id) != job_table::state::reviewing)
     return; // abandoned meanwhile (no evaluator left)
   // Every evaluated version is journaled: a resumed campaign takes up from there.
-  if (st.cfg.numbered_versions) {
-    self->send(st.reporter, atom::revise_v, std::move(evaluated));
-    ++st.messages;
-  }
+  if (st.cfg.numbered_versions)
+    report(self, atom::revise_v, std::move(evaluated));
   if (step.final) {
     st.table.close(id);
-    self->send(st.reporter, atom::result_v, std::move(step.result));
-    ++st.messages;
+    report(self, atom::result_v, std::move(step.result));
     finish_if_done(self);
     return;
   }
@@ -133,14 +137,11 @@ void settle(coordinator_pointer self, eval_result result) {
   if (verdict == job_table::verdict::retry) {
     spdlog::warn("coordinator: job {} ({}) attempt {} {}; retrying", result.job_id,
                  result.op_name, result.attempt, to_string(result.outcome));
-    self->send(st.reporter, atom::requeue_v, std::move(result));
-    ++st.messages;
+    report(self, atom::requeue_v, std::move(result));
     return;
   }
-  if (st.table.sharded(id)) {
-    self->send(st.reporter, atom::shard_v, std::move(result));
-    ++st.messages;
-  }
+  if (st.table.sharded(id))
+    report(self, atom::shard_v, std::move(result));
   if (verdict == job_table::verdict::terminal)
     review(self, id, st.table.merged(id));
 }
@@ -151,8 +152,7 @@ void fail_remaining(coordinator_pointer self, const std::string& why) {
   if (st.stopping)
     return; // stopped on purpose: the remaining jobs are left for --resume
   for (auto id : st.table.unfinished()) {
-    auto r = failed_result(st.table.abandon(id), outcome::infra_error, why);
-    self->send(st.reporter, atom::result_v, std::move(r));
+    report(self, atom::result_v, failed_result(st.table.abandon(id), outcome::infra_error, why));
   }
 }
 

@@ -8,6 +8,7 @@
 // names it.
 
 #include <poll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -33,11 +34,14 @@ bool send(int fd, const bb::runner_reply& reply) {
 void wait_or_exit(int fd, double seconds) {
   auto until = clock_type::now() + std::chrono::duration<double>(seconds);
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - clock_type::now()).count();
+    auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - clock_type::now()).count();
     if (left <= 0)
       return;
+    // To the nanosecond: a compressed input lasts milliseconds, and whole milliseconds lost
+    // on each would shorten the sweep.
+    timespec wait{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left)) > 0 && (p.revents & (POLLHUP | POLLERR | POLLIN)))
+    if (::ppoll(&p, 1, &wait, nullptr) > 0 && (p.revents & (POLLHUP | POLLERR | POLLIN)))
       std::exit(0);
   }
 }

@@ -208,7 +208,7 @@ TEST_CASE("resuming an interrupted sweep runs the rest and reports all of it", "
   CHECK(resumed.out.find("correctness score (mean pass rate over all operators): 1.00") == 0);
   CHECK_THAT(resumed.err, Catch::Contains("2 of 3 operators finished before"));
   CHECK_THAT(resumed.err, Catch::Contains("results.jsonl:3:")); // the torn line, named
-  CHECK_THAT(resumed.err, Catch::Contains("coordinator: 1 jobs"));
+  CHECK_THAT(resumed.err, Catch::Contains("coordinator: 1 operators over"));
   // The torn line stays, alone on its line; the resumed operator's result follows it whole.
   std::istringstream after(bb::test::read_file(journal));
   size_t torn = 0;
