@@ -221,8 +221,13 @@ TEST_CASE("without a terminal, progress is a plain line at the interval; --quiet
        at = r.err.find("bbcluster: progress: ", at + 1))
     ++lines;
   CHECK(lines >= 2);
-  CHECK_THAT(r.err, Catch::Matches("[\\s\\S]*progress: [0-8]/8 operators, [0-8]/8 inputs, [0-9.]+ inputs/s, "
-                                   "elapsed [0-9:]+, [\\s\\S]*slots busy; failures: [\\s\\S]*"));
+  // One progress line matched, not the whole log: std::regex recurses per character and runs
+  // out of stack on a log of tens of kilobytes.
+  auto first = r.err.find("bbcluster: progress: ");
+  REQUIRE(first != std::string::npos);
+  auto line = r.err.substr(first, r.err.find('\n', first) - first);
+  CHECK_THAT(line, Catch::Matches("bbcluster: progress: [0-8]/8 operators, [0-8]/8 inputs, [0-9.]+ inputs/s, "
+                                  "elapsed [0-9:]+, .*slots busy; failures: .*"));
   auto quiet = run(dir, command(dir / "quiet") + " --quiet");
   INFO(quiet.err);
   REQUIRE(quiet.status == 0);
