@@ -340,14 +340,16 @@ void print_row(const workload& w, const run_spec& spec, const run_outcome& r) {
     std::printf("\n");
     return;
   }
-  // The ideal when `k` of N slots stop at T and the shards they held run again: N slots
-  // until T, N - k after, for the work plus the lost shards'.
+  // The ideal when k of N slots stop at T: N slots until T, N - k after, for the work alone
+  // (what losing the slots costs), and for the work and the requeued shards' whole work again
+  // (a bound on what losing what they held costs too; only their part done by T was lost).
   auto n = static_cast<double>(spec.gpus), k = static_cast<double>(r.killed_slots);
   double at = r.killed_at_s * r.speedup;
-  double bound = at + (w.total + r.requeued_work - n * at) / (n - k);
+  double slots_lost = at + (w.total - n * at) / (n - k);
+  double work_lost = at + (w.total + r.requeued_work - n * at) / (n - k);
   std::printf(" killed %zu slots at %.1f s: %zu shards requeued (%.1f s of work), %zu other requeues;"
-              " ideal with the loss %.1f s, efficiency against it %.3f\n",
-              r.killed_slots, at, r.requeued, r.requeued_work, r.other_requeues, bound, bound / makespan);
+              " ideal with the slots lost %.1f s, and their shards redone %.1f s\n",
+              r.killed_slots, at, r.requeued, r.requeued_work, r.other_requeues, slots_lost, work_lost);
 }
 
 } // namespace
@@ -384,7 +386,9 @@ int main(int argc, char** argv) {
   }
   std::printf("\nscale: modelled seconds per wall second; makespan and ideal in modelled seconds; "
               "CPU/job: the coordinator process's CPU ms per job dispatched; cores: its CPU over the "
-              "sweep's wall time; msgs/s: messages its coordinator actor handled per wall second\n");
+              "sweep's wall time; msgs/s: messages its coordinator actor handled per wall second; "
+              "a sweep on one slot is never split; a killed node is lost after nodes.silence_s = 3 "
+              "wall seconds\n");
   if (!o.keep) {
     std::error_code ec;
     fs::remove_all(root, ec);

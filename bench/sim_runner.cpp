@@ -29,10 +29,9 @@ bool send(int fd, const bb::runner_reply& reply) {
   return bb::frames::write_frame(fd, bb::pack(reply));
 }
 
-// Waits `seconds`, or until the evaluator's end of the socket closes (then exits: nobody
+// Waits until `until`, or until the evaluator's end of the socket closes (then exits: nobody
 // waits for the result). The evaluator sends nothing during a job.
-void wait_or_exit(int fd, double seconds) {
-  auto until = clock_type::now() + std::chrono::duration<double>(seconds);
+void wait_or_exit(int fd, clock_type::time_point until) {
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - clock_type::now()).count();
     if (left <= 0)
@@ -60,6 +59,7 @@ public:
 
   bb::runner_reply run() {
     auto start = clock_type::now();
+    deadline_ = start;
     bb::runner_reply reply;
     reply.kind = "result";
     auto& r = reply.result;
@@ -78,7 +78,7 @@ public:
     if (!paired)
       for (size_t i = 0; i < job_.performance_inputs.size(); ++i) {
         step("performance", i);
-        wait_or_exit(fd_, bb::sim::input_seconds(job_.op_name, job_.performance_inputs[i], opts_, true) / speedup_);
+        spend(bb::sim::input_seconds(job_.op_name, job_.performance_inputs[i], opts_, true));
         r.performance.push_back(time(job_.performance_inputs[i]));
       }
     r.wall_seconds = std::chrono::duration<double>(clock_type::now() - start).count();
@@ -96,6 +96,15 @@ public:
   }
 
 private:
+  // The job's inputs end at their modelled times from its start: what a frame costs here is
+  // within an input's modelled time (which counts a millisecond an input for such), not on
+  // top of it, however much the clock is sped up.
+  void spend(double modelled_seconds) {
+    deadline_ += std::chrono::duration_cast<clock_type::duration>(
+      std::chrono::duration<double>(modelled_seconds / speedup_));
+    wait_or_exit(fd_, deadline_);
+  }
+
   void step(const char* kind, size_t i) {
     bb::runner_reply note;
     note.kind = "progress";
@@ -107,7 +116,7 @@ private:
 
   bb::correctness_record check(const std::string& text, size_t i, bool timed) {
     step("correctness", i);
-    wait_or_exit(fd_, bb::sim::input_seconds(job_.op_name, text, opts_, timed) / speedup_);
+    spend(bb::sim::input_seconds(job_.op_name, text, opts_, timed));
     bb::correctness_record c;
     c.op_name = job_.op_name;
     c.args = bb::args::serialize_text(text);
@@ -129,6 +138,7 @@ private:
   const bb::eval_job& job_;
   const bb::runner_options& opts_;
   double speedup_ = speedup_of_time();
+  clock_type::time_point deadline_;
 };
 
 int serve(int fd) {

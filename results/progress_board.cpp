@@ -68,9 +68,14 @@ void progress_board::slot_gone(size_t slot) {
 
 void progress_board::shard_finished(const eval_result& r) {
   std::lock_guard<std::mutex> guard(m_);
-  shard_inputs_[r.op_name] += r.shard.correctness_count;
-  s_.inputs_done += r.shard.correctness_count;
-  s_.inputs_done_here += r.shard.correctness_count;
+  auto n = inputs_.find(r.op_name);
+  uint64_t all = n == inputs_.end() ? r.shard.correctness_total : n->second;
+  // A campaign evaluates each version on every shard: an input counts once.
+  auto& counted = shard_inputs_[r.op_name];
+  auto add = std::min<uint64_t>(r.shard.correctness_count, all - std::min(all, counted));
+  counted += add;
+  s_.inputs_done += add;
+  s_.inputs_done_here += add;
 }
 
 void progress_board::finished(const eval_result& r) {

@@ -68,6 +68,24 @@ TEST_CASE("the progress board counts operators, inputs, slots and failures", "[c
   CHECK_THAT(line, Catch::EndsWith("failures: crashed 1, incorrect 1"));
 }
 
+TEST_CASE("a sharded operator's inputs count as its shards finish, each input once", "[core]") {
+  progress_board board({{"aten.mm.default", 10}});
+  auto shard = result_of("aten.mm.default", true);
+  shard.shard = {0, 4, 10, 0, 4, 10};
+  board.shard_finished(shard);
+  CHECK(board.snapshot().inputs_done == 4);
+  CHECK(board.snapshot().ops_done == 0);
+  // The next version of a campaign runs the same shard again.
+  shard.shard = {0, 8, 10, 0, 8, 10};
+  board.shard_finished(shard);
+  CHECK(board.snapshot().inputs_done == 10);
+  board.finished(result_of("aten.mm.default", true));
+  auto s = board.snapshot();
+  CHECK(s.ops_done == 1);
+  CHECK(s.inputs_done == 10);
+  CHECK(s.inputs_done_here == 10);
+}
+
 TEST_CASE("the progress block fits the terminal's width", "[core]") {
   progress_board board({{"aten.relu.default", 1}});
   auto slot = board.add_slot("a-node-with-a-long-name");

@@ -260,6 +260,22 @@ TEST_CASE("the runner tells which side each step runs, for the evaluator's timeo
   CHECK_FALSE(kernel);
 }
 
+TEST_CASE("a shard numbers its inputs among its operator's, and indexes them from its own first",
+          "[core]") {
+  auto job = aten_job("aten.relu.default", {"((T([8], f32),), {})", "((T([4], f32),), {})"});
+  job.shard = {5, 2, 9, 5, 2, 9};
+  std::vector<step> steps;
+  auto r = evaluate_job(job, quick_options(), [&](const step& s) { steps.push_back(s); });
+  CHECK(r.shard.correctness_begin == 5);
+  bool sixth = false, seventh = false;
+  for (auto& s : steps) {
+    sixth = sixth || (s.text.rfind("correctness input 6/9", 0) == 0 && s.input_index == 0);
+    seventh = seventh || (s.text.rfind("performance input 7/9", 0) == 0 && s.input_index == 1);
+  }
+  CHECK(sixth);
+  CHECK(seventh);
+}
+
 TEST_CASE("a bool where the schema wants a Scalar is passed as Python passes it", "[core]") {
   auto r = evaluate_job(aten_job("aten.eq.Scalar", {"((T([6, 4], b8), False), {})"}), quick_options(),
                         [](const step&) {});
