@@ -18,16 +18,12 @@
 
 #include "bench/sim_model.hpp"
 #include "messages/runner_protocol.hpp"
-#include "process/frames.hpp"
+#include "process/runner_loop.hpp"
 #include "suite/args.hpp"
 
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-bool send(int fd, const bb::runner_reply& reply) {
-  return bb::frames::write_frame(fd, bb::pack(reply));
-}
 
 // Waits until `until`, or until the evaluator's end of the socket closes (then exits: nobody
 // waits for the result). The evaluator sends nothing during a job.
@@ -62,13 +58,8 @@ public:
     deadline_ = start;
     bb::runner_reply reply;
     reply.kind = "result";
+    reply.result = bb::result_for(job_, where(opts_));
     auto& r = reply.result;
-    r.job_id = job_.job_id;
-    r.attempt = job_.attempt;
-    r.op_name = job_.op_name;
-    r.where = where(opts_);
-    r.where.artefact_hash = job_.kernel.hash;
-    r.shard = job_.shard;
     bool paired = job_.correctness_inputs == job_.performance_inputs;
     for (size_t i = 0; i < job_.correctness_inputs.size(); ++i) {
       r.correctness.push_back(check(job_.correctness_inputs[i], i, paired));
@@ -111,7 +102,7 @@ private:
     note.text = std::string(kind) + " input " + std::to_string(i + 1);
     note.input_kind = kind;
     note.input_index = static_cast<uint32_t>(i);
-    send(fd_, note);
+    bb::send_reply(fd_, note);
   }
 
   bb::correctness_record check(const std::string& text, size_t i, bool timed) {
@@ -141,42 +132,15 @@ private:
   clock_type::time_point deadline_;
 };
 
-int serve(int fd) {
-  bb::runner_options opts;
-  bb::runner_reply hello;
-  hello.kind = "hello";
-  if (!send(fd, hello))
-    return 3;
-  for (;;) {
-    std::string frame;
-    if (bb::frames::read_frame(fd, frame, -1) != bb::frames::read_status::ok)
-      return 0;
-    bb::runner_request req;
-    try {
-      req = bb::unpack<bb::runner_request>(frame);
-    } catch (const std::exception& e) {
-      std::cerr << "sim_runner: malformed request: " << e.what() << "\n";
-      return 3;
-    }
-    bb::runner_reply reply;
-    if (req.kind == "stop")
-      return 0;
-    if (req.kind == "configure") {
-      opts = req.options;
-      reply.kind = "ready";
-      reply.where = simulated_job::where(opts);
-    } else if (req.kind == "resolve") {
-      reply.kind = "schemas";
-      for (auto& op : req.ops)
-        reply.schemas.push_back(op + " (simulated)");
-    } else if (req.kind == "check") {
-      reply.kind = "checked";
-    } else {
-      reply = simulated_job(fd, req, opts).run();
-    }
-    if (!send(fd, reply))
-      return 3;
-  }
+bb::runner_handlers handlers() {
+  bb::runner_handlers h;
+  h.configure = simulated_job::where;
+  h.resolve = [](const std::string& op) { return op + " (simulated)"; };
+  h.check = [](const bb::runner_options&) { return std::string(); };
+  h.evaluate = [](int fd, const bb::runner_request& req, const bb::runner_options& opts) {
+    return simulated_job(fd, req, opts).run();
+  };
+  return h;
 }
 
 } // namespace
@@ -190,5 +154,5 @@ int main(int argc, char** argv) {
     std::cerr << "sim_runner: --fd is required (an evaluator starts it)\n";
     return 2;
   }
-  return serve(fd);
+  return bb::serve_runner(fd, "sim_runner", handlers());
 }

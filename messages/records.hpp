@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <msgpack.hpp>
@@ -187,6 +188,19 @@ struct eval_result {
   MSGPACK_DEFINE_MAP(job_id, attempt, op_name, outcome, detail, correctness, performance, where,
                      wall_seconds, flags, runner_restarts, version, phases, shard, shards);
 };
+
+/// A result of `job`, measured `where`, before its records: which job, attempt, kernel and
+/// inputs it answers. Every place that answers a job starts here, so none misses a field.
+inline eval_result result_for(const eval_job& job, provenance where = {}) {
+  eval_result r;
+  r.job_id = job.job_id;
+  r.attempt = job.attempt;
+  r.op_name = job.op_name;
+  r.where = std::move(where);
+  r.where.artefact_hash = job.kernel.hash;
+  r.shard = job.shard;
+  return r;
+}
 
 /// Packs any msgpack-defined value into a byte string.
 template <class T>

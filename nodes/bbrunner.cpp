@@ -2,7 +2,6 @@
 // msgpack frames over the inherited socket given by --fd (never stdout), and evaluates one job
 // at a time. Its stdout and stderr belong to the kernels and go to the evaluator's log.
 
-#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -12,14 +11,10 @@
 #include <CLI/CLI.hpp>
 
 #include "messages/runner_protocol.hpp"
-#include "process/frames.hpp"
+#include "process/runner_loop.hpp"
 #include "runner/runner.hpp"
 
 namespace {
-
-bool send(int fd, const bb::runner_reply& reply) {
-  return bb::frames::write_frame(fd, bb::pack(reply));
-}
 
 // Test fault injection: BBCLUSTER_TEST_KILL_RUNNER_ON=<op name> makes the runner kill itself
 // with SIGKILL when it receives a job for that operator, as a crashing kernel would.
@@ -47,7 +42,7 @@ bb::runner_reply evaluate(int fd, const bb::runner_request& req, const bb::runne
     note.side = s.side;
     note.input_kind = s.input_kind;
     note.input_index = s.input_index;
-    send(fd, note);
+    bb::send_reply(fd, note);
   });
   std::filesystem::current_path(home, ec);
   if (made_work_dir)
@@ -57,57 +52,19 @@ bb::runner_reply evaluate(int fd, const bb::runner_request& req, const bb::runne
   return reply;
 }
 
-// The request loop: configure once, then jobs until "stop" or the evaluator goes away.
-int serve(int fd) {
-  bb::runner_options opts;
-  bb::runner_reply hello;
-  hello.kind = "hello";
-  if (!send(fd, hello))
-    return 3;
-  for (;;) {
-    std::string frame;
-    auto st = bb::frames::read_frame(fd, frame, -1);
-    if (st == bb::frames::read_status::closed)
-      return 0;
-    if (st != bb::frames::read_status::ok) {
-      std::cerr << "bbrunner: cannot read from the evaluator\n";
-      return 3;
-    }
-    bb::runner_request req;
-    try {
-      req = bb::unpack<bb::runner_request>(frame);
-    } catch (const std::exception& e) {
-      std::cerr << "bbrunner: malformed request: " << e.what() << "\n";
-      return 3;
-    }
-    bb::runner_reply reply;
-    if (req.kind == "stop") {
-      return 0;
-    } else if (req.kind == "configure") {
-      opts = req.options;
-      bb::runner::apply_options(opts);
-      reply.kind = "ready";
-      reply.where = bb::runner::describe(opts);
-    } else if (req.kind == "resolve") {
-      reply.kind = "schemas";
-      for (auto& op : req.ops)
-        reply.schemas.push_back(bb::runner::resolve_schema(op));
-    } else if (req.kind == "check") {
-      reply.kind = "checked";
-      reply.text = bb::runner::check_device(opts);
-    } else {
-      maybe_inject_fault(req.job);
-      reply = evaluate(fd, req, opts);
-    }
-    if (!send(fd, reply))
-      return 3;
-    // A lost CUDA context or a kernel that replaced the timers: this process is spoiled.
-    auto& flags = reply.result.flags;
-    if (reply.kind == "result"
-        && (bb::spoils_runner(reply.result.outcome)
-            || std::find(flags.begin(), flags.end(), "replaces_timer") != flags.end()))
-      return 4;
-  }
+bb::runner_handlers handlers() {
+  bb::runner_handlers h;
+  h.configure = [](const bb::runner_options& opts) {
+    bb::runner::apply_options(opts);
+    return bb::runner::describe(opts);
+  };
+  h.resolve = bb::runner::resolve_schema;
+  h.check = bb::runner::check_device;
+  h.evaluate = [](int fd, const bb::runner_request& req, const bb::runner_options& opts) {
+    maybe_inject_fault(req.job);
+    return evaluate(fd, req, opts);
+  };
+  return h;
 }
 
 } // namespace
@@ -131,5 +88,5 @@ int main(int argc, char** argv) {
     std::cerr << "bbrunner: --fd is required (bbrunner is started by an evaluator)\n";
     return 2;
   }
-  return serve(fd);
+  return bb::serve_runner(fd, "bbrunner", handlers());
 }

@@ -45,14 +45,9 @@ std::pair<outcome, std::string> merged_outcome(const std::vector<eval_result>& s
 } // namespace
 
 eval_result failed_result(const eval_job& job, outcome why, const std::string& detail) {
-  eval_result r;
-  r.job_id = job.job_id;
-  r.attempt = job.attempt;
-  r.op_name = job.op_name;
+  auto r = result_for(job);
   r.outcome = why;
   r.detail = detail;
-  r.where.artefact_hash = job.kernel.hash;
-  r.shard = job.shard;
   for (auto& args : job.correctness_inputs)
     r.correctness.push_back(failed_correctness(job.op_name, args::serialize_text(args), why, detail));
   for (auto& args : job.performance_inputs)

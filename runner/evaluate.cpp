@@ -538,13 +538,7 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
 
 eval_result evaluate_job(const eval_job& job, const runner_options& opts, const progress_fn& progress) {
   auto start = clock::now();
-  eval_result r;
-  r.job_id = job.job_id;
-  r.attempt = job.attempt;
-  r.op_name = job.op_name;
-  r.where = describe(opts);
-  r.where.artefact_hash = job.kernel.hash;
-  r.shard = job.shard;
+  auto r = result_for(job, describe(opts));
   phase_clock phases;
   try {
     run_job(r, job, opts, progress, phases);

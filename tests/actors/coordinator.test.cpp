@@ -433,6 +433,14 @@ coordinator_config sharded_config() {
   return c;
 }
 
+// Three slots that answer every input as correct, logging the jobs they get.
+std::vector<evaluator_actor> echo_slots(fixture& f, const std::shared_ptr<echo_log>& log) {
+  std::vector<evaluator_actor> slots;
+  for (int i = 0; i < 3; ++i)
+    slots.push_back(f.keep(f.sys->spawn(echo_evaluator, log)));
+  return slots;
+}
+
 std::vector<std::string> args_of(const std::vector<correctness_record>& rs) {
   std::vector<std::string> out;
   for (auto& r : rs)
@@ -445,9 +453,7 @@ std::vector<std::string> args_of(const std::vector<correctness_record>& rs) {
 TEST_CASE_METHOD(fixture, "an operator is split into shards over the slots, longest first, and "
                           "reported once with its records in input order", "[actors]") {
   auto log = std::make_shared<echo_log>();
-  std::vector<evaluator_actor> slots;
-  for (int i = 0; i < 3; ++i)
-    slots.push_back(keep(sys->spawn(echo_evaluator, log)));
+  auto slots = echo_slots(*this, log);
   auto report = run(sharded_config(), slots);
   CHECK(report.jobs == 2);
   CHECK(report.dispatched == log->jobs.size());
@@ -486,9 +492,7 @@ TEST_CASE_METHOD(fixture, "a crashed shard is retried alone; the other shards' r
                  "[actors]") {
   auto log = std::make_shared<echo_log>();
   log->crash_on = "x7";
-  std::vector<evaluator_actor> slots;
-  for (int i = 0; i < 3; ++i)
-    slots.push_back(keep(sys->spawn(echo_evaluator, log)));
+  auto slots = echo_slots(*this, log);
   run(sharded_config(), slots);
   REQUIRE(t->requeued.size() == 1);
   auto& lost = t->requeued.front().shard;
@@ -514,9 +518,7 @@ TEST_CASE_METHOD(fixture, "a crashed shard is retried alone; the other shards' r
 TEST_CASE_METHOD(fixture, "a kernel version is evaluated on every shard before the generator "
                           "decides on it", "[actors]") {
   auto log = std::make_shared<echo_log>();
-  std::vector<evaluator_actor> slots;
-  for (int i = 0; i < 3; ++i)
-    slots.push_back(keep(sys->spawn(echo_evaluator, log)));
+  auto slots = echo_slots(*this, log);
   auto c = sharded_config();
   c.numbered_versions = true;
   run(c, slots, keep(sys->spawn(revising_generator)));
@@ -538,9 +540,7 @@ TEST_CASE_METHOD(fixture, "a kernel version is evaluated on every shard before t
 TEST_CASE_METHOD(fixture, "the shards a resumed sweep finished before are not run again and join "
                           "the operator's records", "[actors]") {
   auto log = std::make_shared<echo_log>();
-  std::vector<evaluator_actor> slots;
-  for (int i = 0; i < 3; ++i)
-    slots.push_back(keep(sys->spawn(echo_evaluator, log)));
+  auto slots = echo_slots(*this, log);
   auto c = sharded_config();
   eval_result earlier;
   earlier.op_name = "aten.big.default";

@@ -26,13 +26,6 @@ size_t count_cnt_lines(const std::string& root) {
   return n;
 }
 
-const op_inputs* find_op(const suite& s, const std::string& name) {
-  for (auto& op : s.ops)
-    if (op.op_name == name)
-      return &op;
-  return nullptr;
-}
-
 traces::load_report load_text(const std::string& text) {
   traces::trace_loader loader;
   loader.add_trace_text(text, "t.txt");
