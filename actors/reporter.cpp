@@ -53,6 +53,7 @@ void write_html(reporter_pointer self, run_phase phase) {
   page.versions = st.versions;
   page.kernel_dir = st.cfg.kernel_dir;
   page.reload_s = st.cfg.reload_s;
+  page.not_evaluated = st.cfg.not_evaluated;
   page.resume_command = resume_command_for(st.cfg.log_dir);
   auto err = write_file_atomically(std::filesystem::path(st.cfg.log_dir) / "report.html",
                                    render_report_html(page, utc_now_text()));
@@ -67,7 +68,7 @@ void write_growing(reporter_pointer self, const eval_result& r) {
   auto err = write_operator_record(st.cfg.log_dir, r, versions == st.versions.end()
                                                           ? std::vector<eval_result>{}
                                                           : versions->second);
-  report_status status{true, true, st.cfg.expected_jobs, ""};
+  report_status status{true, true, st.cfg.expected_jobs, "", st.cfg.not_evaluated};
   if (err.empty())
     err = write_growing_reports(st.cfg.log_dir, st.cfg.command, st.results,
                                 score_results(st.results, st.cfg.p), status);
@@ -93,7 +94,8 @@ sweep_report write_all(reporter_pointer self, bool stopped) {
                                          profile_json(profile).dump(2));
         !err.empty())
       spdlog::error("reporter: {}", err);
-    report_status status{stopped, false, st.cfg.expected_jobs, resume_command_for(st.cfg.log_dir)};
+    report_status status{stopped, false, st.cfg.expected_jobs, resume_command_for(st.cfg.log_dir),
+                         st.cfg.not_evaluated};
     auto err = write_reports(st.cfg.log_dir, st.cfg.command, st.results, s, status);
     write_html(self, stopped ? run_phase::stopped : run_phase::finished);
     if (!err.empty())

@@ -35,6 +35,8 @@ struct reporter_config {
   std::string kernel_dir;
   /// Seconds between report.html's reloads while the sweep runs.
   int reload_s = 10;
+  /// Selected operators the backend does not implement, with why: listed, not scored.
+  std::map<std::string, std::string> not_evaluated;
 };
 
 caf::error validate(const reporter_config& cfg);

@@ -46,6 +46,9 @@ struct flags {
   int64_t num_workers = 0;
   bool daemon = true, overhead_dominated = false;
   std::string load_cpp_source, harness, dtype;
+  // Set by a backend, not a flag: selected operators it does not implement, with why; the
+  // reports list them as not evaluated.
+  std::map<std::string, std::string> not_evaluated;
 };
 
 void add_flags(CLI::App& app, flags& f);

@@ -66,8 +66,10 @@ std::string attach_flag_gems(flags& f, const settings& s, const sweep_plan& plan
   }
   auto lacking = coverage.value("lacking", nlohmann::json::array());
   std::string skipped;
-  for (auto& op : lacking)
+  for (auto& op : lacking) {
     skipped += (skipped.empty() ? "" : ", ") + op.get<std::string>();
+    f.not_evaluated[op.get<std::string>()] = "FlagGems " + coverage.value("version", "?") + " lacks it";
+  }
   spdlog::info("bbcluster: FlagGems {} implements {} of the {} selected operators; kernels in {}",
                coverage.value("version", "?"), coverage.value("covered", nlohmann::json::array()).size(),
                plan.work.ops.size(), dir);

@@ -207,6 +207,7 @@ void sweep::start_reporter() {
   rcfg.previous = setup_.resumed.previous;
   rcfg.previous_versions = setup_.resumed.versions;
   rcfg.board = board_;
+  rcfg.not_evaluated = setup_.f.not_evaluated;
   std::error_code ec;
   if (setup_.f.backend == "directory")
     rcfg.kernel_dir = std::filesystem::absolute(setup_.f.ops_directory, ec).string();

@@ -220,7 +220,7 @@ h1{font-size:1.4em;margin-bottom:.2em} h2{font-size:1.15em;margin-top:1.6em}
 .running{background:#e3f2fd} .stopped{background:#fff3e0} .finished{background:#e8f5e9}
 .scores{display:flex;gap:1em;flex-wrap:wrap} .score{border:1px solid #ccc;border-radius:6px;padding:.6em 1em;min-width:12em}
 .score b{font-size:1.6em;display:block}
-table{border-collapse:collapse;font-size:.85em;margin-top:.5em} td,th{border-bottom:1px solid #e0e0e0;padding:3px 8px;text-align:left}
+table{border-collapse:collapse;font-size:.85em;margin-top:.5em} td,th{border-bottom:1px solid #e0e0e0;padding:3px 8px;text-align:left} td{white-space:nowrap}
 th{cursor:pointer;background:#f5f5f5;position:sticky;top:0} th.asc:after{content:" \25B2"} th.desc:after{content:" \25BC"}
 .dot{display:inline-block;width:.7em;height:.7em;border-radius:50%;margin-right:.4em}
 .version{display:inline-block;border:2px solid;border-radius:4px;padding:0 .4em;margin:1px;font-size:.9em}
@@ -333,11 +333,22 @@ std::string render_report_html(const report_page& page, const std::string& writt
   out += "<div class=\"score\">performance score<b id=\"score-performance\">" + num(s.performance)
          + "</b>geomean speedup over operators</div>";
   out += "<div class=\"score\">perf@" + python_float(s.p) + " score<b id=\"score-perf-at-p\">"
-         + num(s.perf_at_p) + "</b>correct and faster than p</div>";
+         + num(s.perf_at_p) + "</b>correct and faster than " + python_float(s.p) + "x</div>";
+  out += "<div class=\"score\">perf@" + python_float(s.p) + " significant<b id=\"score-perf-at-p-significant\">"
+         + num(s.perf_at_p_significant) + "</b>correct, 95% interval above " + python_float(s.p)
+         + "x</div>";
   out += "</div>\n";
   if (s.skipped)
     out += "<p class=\"note\">" + std::to_string(s.skipped)
            + " operators could not run here and are left out of the scores.</p>\n";
+  if (!page.not_evaluated.empty()) {
+    std::string names;
+    for (auto& [op, why] : page.not_evaluated)
+      names += (names.empty() ? "" : ", ") + backendbench_op_name(op) + " (" + why + ")";
+    out += "<p class=\"note\" id=\"not-evaluated\">" + std::to_string(page.not_evaluated.size())
+           + " selected operators were not evaluated, the backend does not implement them: "
+           + html_escape(names) + ".</p>\n";
+  }
   out += "<h2>Speedup per operator (log scale)</h2><div class=\"chart\">" + speedup_chart(pointers)
          + "</div>\n";
   out += "<h2>Outcomes</h2><div class=\"chart\">" + outcome_histogram(rows) + "</div>\n";

@@ -34,6 +34,8 @@ struct report_page {
   int reload_s = 10;
   /// How to go on after a stop (shown when stopped).
   std::string resume_command;
+  /// Selected operators the backend does not implement, with why: named under the scores.
+  std::map<std::string, std::string> not_evaluated;
 };
 
 /// A speedup and its 95% interval: the geometric mean of an operator's per-input speedups

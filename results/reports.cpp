@@ -205,6 +205,12 @@ std::string overall_summary(const std::string& command, const std::map<std::stri
   for (auto& [op, c, sp] : rows)
     out += "| " + op + " | " + c + " | " + sp + "|\n";
   out += "\n## Jobs\n\n" + outcome_line(results) + "\n" + sandbox_note(results);
+  if (!status.not_evaluated.empty()) {
+    out += "\n## Not Evaluated\n\nThe backend does not implement these selected operators; they are "
+           "not in the scores.\n\n| Operator | Reason |\n|----------|--------|\n";
+    for (auto& [op, why] : status.not_evaluated)
+      out += "| " + backendbench_op_name(op) + " | " + why + " |\n";
+  }
   if (s.skipped > 0) {
     out += "\n## Skipped Operators\n\nNo input of these operators could run here; they are "
            "left out of the scores.\n\n| Operator | Reason |\n|----------|--------|\n";

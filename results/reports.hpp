@@ -4,6 +4,7 @@
 // operator_summary.csv, failed_tests.json, with BackendBench's field names.
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ struct report_status {
   size_t ops_total = 0;
   /// The command that takes a stopped sweep up again.
   std::string resume_command;
+  /// Selected operators the backend does not implement, with why (FlagGems lacks it).
+  std::map<std::string, std::string> not_evaluated;
 };
 
 /// Writes the four report files into `dir` (created if missing). Returns an empty string on

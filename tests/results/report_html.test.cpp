@@ -67,6 +67,9 @@ TEST_CASE("report.html holds every operator, the scores, the chart and no outsid
   CHECK_THAT(html, Catch::Contains("id=\"speedup-chart\""));
   CHECK_THAT(html, Catch::Contains("id=\"outcome-histogram\""));
   CHECK_THAT(html, Catch::Contains("id=\"score-correctness\">0.67<"));
+  // relu is correct and faster than 1.0x; add is faster but wrong; mm is not faster.
+  CHECK_THAT(html, Catch::Contains("id=\"score-perf-at-p\">0.33<"));
+  CHECK_THAT(html, Catch::Contains("perf@1.0 significant<b id=\"score-perf-at-p-significant\">"));
   // Self-contained: nothing fetched from elsewhere, and kernel text never becomes markup.
   CHECK_THAT(html, !Catch::Contains("src=\"http"));
   CHECK_THAT(html, !Catch::Contains("href=\"http"));
@@ -75,6 +78,12 @@ TEST_CASE("report.html holds every operator, the scores, the chart and no outsid
   // Running: it reloads itself; finished: it does not.
   CHECK_THAT(html, Catch::Contains("location.reload()"));
   CHECK_THAT(html, Catch::Contains("Running: 3 of 3 operators"));
+  CHECK_THAT(html, !Catch::Contains("id=\"not-evaluated\""));
+  page.not_evaluated = {{"aten.hardtanh.default", "FlagGems 5.0.2 lacks it"}};
+  CHECK_THAT(render_report_html(page, "now"),
+             Catch::Contains("1 selected operators were not evaluated, the backend does not implement "
+                             "them: hardtanh.default (FlagGems 5.0.2 lacks it)"));
+  page.not_evaluated.clear();
   page.phase = run_phase::finished;
   CHECK_THAT(render_report_html(page, "now"), !Catch::Contains("location.reload()"));
   page.phase = run_phase::stopped;

@@ -104,3 +104,21 @@ TEST_CASE("CSV fields are quoted as Python's csv module quotes them", "[core]") 
   CHECK(csv_field("a,b") == "\"a,b\"");
   CHECK(csv_field("say \"hi\"") == "\"say \"\"hi\"\"\"");
 }
+
+TEST_CASE("operators the backend does not implement are named in the summary, not scored", "[core]") {
+  test::temp_dir dir;
+  auto results = sample_results();
+  auto s = score_results(results, 1.0);
+  report_status status;
+  status.not_evaluated = {{"aten.hardtanh.default", "FlagGems 5.0.2 lacks it"}};
+  REQUIRE(write_reports(dir.path, "bbcluster --backend flag_gems", results, s, status) == "");
+  auto md = test::read_file(dir / "OVERALL_SUMMARY.md");
+  CHECK(md.find("## Not Evaluated") != std::string::npos);
+  CHECK(md.find("| hardtanh.default | FlagGems 5.0.2 lacks it |") != std::string::npos);
+  CHECK(md.find("| Correctness Score | 0.50 |") != std::string::npos);
+  auto csv = test::read_file(dir / "operator_summary.csv");
+  CHECK(csv.find("hardtanh") == std::string::npos);
+  test::temp_dir plain;
+  REQUIRE(write_reports(plain.path, "bbcluster", results, s) == "");
+  CHECK(test::read_file(plain / "OVERALL_SUMMARY.md").find("Not Evaluated") == std::string::npos);
+}
