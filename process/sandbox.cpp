@@ -315,7 +315,10 @@ std::vector<std::string> gpu_device_nodes(const std::string& gpu, const std::str
   std::vector<std::string> out;
   std::error_code ec;
   bool numeric = !gpu.empty() && gpu.find_first_not_of("0123456789") == std::string::npos;
-  if (!numeric)
+  // A GPU named by UUID, or a container whose one GPU keeps its host node's number
+  // (/dev/nvidia3 as CUDA device 0): the slot cannot be matched to its node, so every GPU
+  // node present is passed (the container already holds only its own).
+  if (!numeric || !fs::exists(dev + "/nvidia" + gpu, ec))
     return all_gpu_device_nodes(dev);
   for (auto name : {"nvidia" + gpu, std::string("nvidiactl"), std::string("nvidia-uvm"),
                     std::string("nvidia-uvm-tools"), std::string("nvidia-modeset")})

@@ -93,7 +93,9 @@ sandbox_decision decide_sandbox(sandbox_mode mode);
 void apply_limits(const sandbox_limits& l);
 
 /// The device nodes a GPU slot needs: /dev/nvidia<gpu> with nvidiactl, nvidia-uvm,
-/// nvidia-uvm-tools and nvidia-modeset, those of them that exist under `dev`.
+/// nvidia-uvm-tools and nvidia-modeset, those of them that exist under `dev`. Every GPU node
+/// when `gpu` is not a number or has no node of that number (a container's one GPU may be
+/// /dev/nvidia3).
 std::vector<std::string> gpu_device_nodes(const std::string& gpu, const std::string& dev = "/dev");
 
 /// Every GPU device node under `dev` (a compiler asking nvcc for the GPU's arch).

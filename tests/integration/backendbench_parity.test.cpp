@@ -273,8 +273,18 @@ TEST_CASE("FlagGems on relu, add, mm and softmax, evaluated on the GPU", "[gpu]"
   for (auto& f : finished) {
     INFO(f.dump().substr(0, 3000));
     CHECK(f["outcome"] == "ok");
-    for (auto& c : f["correctness"])
-      CHECK(c["is_correct"] == true);
+    for (auto& c : f["correctness"]) {
+      // FlagGems' mm (5.0.2) refuses an operand whose strides are not 16-byte aligned, hf_train's
+      // transposed [50265, 8192] f16 (stride 50265): that input fails as the kernel's own error,
+      // every other input of the four operators passes.
+      auto args = c["args"].get<std::string>();
+      if (f["op_name"] == "aten.mm.default" && args.find("[1, 50265]") != std::string::npos) {
+        CHECK(c["is_correct"] == false);
+        CHECK(c["error_msg"].get<std::string>().find("16-byte aligned") != std::string::npos);
+      } else {
+        CHECK(c["is_correct"] == true);
+      }
+    }
   }
 }
 

@@ -157,6 +157,12 @@ TEST_CASE("a GPU slot's device nodes are its own GPU and the shared control node
                                         dev / "nvidia2", dev / "nvidiactl"});
   // A GPU named by UUID cannot be mapped to its node: every node is passed.
   CHECK(bb::gpu_device_nodes("GPU-5a1b", dev.path) == all);
+  // A container given the host's third GPU only: CUDA device 0 has /dev/nvidia2.
+  bb::test::temp_dir box;
+  for (auto n : {"nvidia2", "nvidiactl", "nvidia-uvm"})
+    bb::test::write_file(box / n, "");
+  CHECK(bb::gpu_device_nodes("0", box.path)
+        == std::vector<std::string>{box / "nvidia-uvm", box / "nvidia2", box / "nvidiactl"});
 }
 
 TEST_CASE("a death by signal inside bwrap is described as the signal", "[core]") {
