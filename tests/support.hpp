@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include <unistd.h>
+
 namespace bb::test {
 
 /// A fresh folder under /tmp, removed with everything in it when the object goes.
@@ -26,6 +28,18 @@ struct temp_dir {
     return path + "/" + name;
   }
 };
+
+/// A fresh folder (not removed) in none of the places a sandbox hides or replaces (/tmp, $HOME,
+/// /root, /home), so a sandbox test sees its folders as a user's run would wherever the
+/// checkout is: under /var/tmp, else in the working folder.
+inline std::string unhidden_temp_dir(const std::string& prefix) {
+  std::string base = "/var/tmp";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(base, ec) || ::access(base.c_str(), W_OK) != 0)
+    base = std::filesystem::current_path(ec).string();
+  std::string tmpl = base + "/bbtest-" + prefix + "-XXXXXX";
+  return std::filesystem::path(::mkdtemp(tmpl.data())).lexically_normal().string();
+}
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

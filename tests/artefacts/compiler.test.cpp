@@ -132,8 +132,7 @@ TEST_CASE("a compiler in the sandbox reads no hidden file and is held to its mem
   }
   bb::test::temp_dir dir;
   // A home outside /tmp (the sandbox's /tmp is its own anyway) with a secret in it.
-  std::string home_tmpl = BB_BIN_DIR "/../compiler-home-XXXXXX";
-  std::string home = ::mkdtemp(home_tmpl.data());
+  std::string home = bb::test::unhidden_temp_dir("compiler-home");
   bb::test::write_file(home + "/secret.txt", "compiler-secret-5e1f\n");
   auto s = settings_in(dir);
   s.tools.use_pch = false;

@@ -81,16 +81,16 @@ struct listener {
   }
 };
 
-// Folders of one test, outside /tmp (a sandbox's /tmp is its own, which would hide them
-// whatever the sandbox does about the home, the keys and the run folder).
+// Folders of one test, outside /tmp and the homes (a sandbox's /tmp is its own and the homes
+// are hidden, which would hide them whatever the sandbox does about the home, the keys and the
+// run folder): a checkout under /tmp or a home runs this test as one elsewhere does.
 struct escape_world {
   std::string root;
   listener net;
   std::string host = own_address();
 
   escape_world() {
-    std::string tmpl = BB_BIN_DIR "/../escape-test-XXXXXX";
-    root = fs::path(::mkdtemp(tmpl.data())).lexically_normal().string();
+    root = bb::test::unhidden_temp_dir("escape");
     // Readable by the unprivileged user a sandboxed runner started by root runs as.
     fs::permissions(root, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec
                               | fs::perms::others_read | fs::perms::others_exec);

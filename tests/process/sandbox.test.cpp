@@ -20,13 +20,11 @@ bool has_sequence(const words& all, const words& seq) {
   return std::search(all.begin(), all.end(), seq.begin(), seq.end()) != all.end();
 }
 
-// A fresh folder outside /tmp (the sandbox's /tmp is its own: nothing there is hidden or bound).
+// A fresh folder outside /tmp and the homes (the sandbox's /tmp is its own and the homes are
+// hidden: nothing there is hidden or bound one by one).
 struct build_dir {
   std::string path;
-  build_dir() {
-    std::string tmpl = BB_BIN_DIR "/../sandbox-test-XXXXXX";
-    path = std::filesystem::path(::mkdtemp(tmpl.data())).lexically_normal().string();
-  }
+  build_dir() : path(bb::test::unhidden_temp_dir("sandbox")) {}
   ~build_dir() {
     std::error_code ec;
     std::filesystem::remove_all(path, ec);
