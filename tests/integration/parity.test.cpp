@@ -59,10 +59,19 @@ sweep_facts sweep(const bb::test::temp_dir& dir, const std::string& flags) {
   return f;
 }
 
+// At most 40 entries of at most 400 characters each: Catch repeats every INFO in scope with
+// each failed check, and a listing of 136 full tracebacks repeated per operator once grew
+// ctest's memory past the machine's.
 std::string listing(const std::map<std::string, std::string>& m) {
   std::string out;
-  for (auto& [k, v] : m)
-    out += k + " -> " + v + "\n";
+  size_t n = 0;
+  for (auto& [k, v] : m) {
+    if (++n > 40) {
+      out += "... and " + std::to_string(m.size() - 40) + " more\n";
+      break;
+    }
+    out += k + " -> " + (v.size() > 400 ? v.substr(0, 400) + " ..." : v) + "\n";
+  }
   return out;
 }
 
@@ -98,10 +107,12 @@ TEST_CASE("aten against itself on every operator of the included set (CPU-sized 
   // they do not check (random indices): such an input is the reference's failure and is left
   // out, never the kernel's. Nothing else may be, and only a few.
   CHECK(f.skipped.size() <= 5);
-  for (auto& [op, why] : f.skipped) {
-    INFO(op << ": " << why);
-    CHECK(why.rfind("reference_error", 0) == 0);
-  }
+  std::map<std::string, std::string> not_reference;
+  for (auto& [op, why] : f.skipped)
+    if (why.rfind("reference_error", 0) != 0)
+      not_reference[op] = why;
+  INFO("left out for another reason than the reference's:\n" << listing(not_reference));
+  CHECK(not_reference.empty());
 }
 
 TEST_CASE("aten against itself on every operator of the included set at full size on the GPU",
