@@ -130,8 +130,11 @@ double pipelined_seconds(const std::vector<bb::op_brief>& ops, double latency, s
   for (size_t i = 0; i < authors; ++i)
     pool.push_back(sys.spawn<caf::detached>(sim_author, latency));
   auto generator = sys.spawn(bb::generative_generator, g, pool);
-  auto reporter = sys.spawn(bb::reporter, bb::reporter_config{dir + "/report" + std::to_string(authors),
-                                                              "bench", 1.0, ops.size()});
+  bb::reporter_config rcfg;
+  rcfg.log_dir = dir + "/report" + std::to_string(authors);
+  rcfg.command = "bench";
+  rcfg.expected_jobs = ops.size();
+  auto reporter = sys.spawn(bb::reporter, std::move(rcfg));
   bb::coordinator_config c;
   c.numbered_versions = true;
   for (auto& op : ops)

@@ -89,7 +89,10 @@ double cluster_seconds(size_t jobs, size_t nodes, const std::string& dir) {
     std::fprintf(stderr, "bench_dispatch: %s\n", err.c_str());
     return -1;
   }
-  auto reporter = sys.spawn(bb::reporter, bb::reporter_config{"", "bench", 1.0, jobs});
+  bb::reporter_config rcfg;
+  rcfg.command = "bench";
+  rcfg.expected_jobs = jobs;
+  auto reporter = sys.spawn(bb::reporter, std::move(rcfg));
   auto generator = sys.spawn(bb::aten_generator);
   bb::coordinator_config ccfg;
   ccfg.work = trivial_suite(jobs);

@@ -33,7 +33,7 @@ TEST_CASE("journal lines round-trip every field", "[core]") {
   p.reference_time_ms = 0.3;
   p.successfully_ran = true;
   r.performance.push_back(p);
-  r.where = {"node1", "NVIDIA H200", "580.1", "2.11.0", "abc123"};
+  r.where = {"node1", "NVIDIA H200", "580.1", "2.11.0", "abc123", 0, "namespaces"};
   r.wall_seconds = 1.25;
 
   auto line = journal_line(r);

@@ -24,7 +24,7 @@ TEST_CASE("a sweep's record gives the arguments that resume it", "[core]") {
   test::temp_dir dir;
   REQUIRE(write_sweep_record(dir.path, {{"--suite", "torchbench", "--log-dir", "old", "--disable-output-logs",
                                          "--resume=x", "--topn", "2"},
-                                        "/somewhere"})
+                                        "/somewhere", {}})
             .empty());
   sweep_record r;
   REQUIRE(read_sweep_record(dir.path, r).empty());
