@@ -64,15 +64,16 @@ std::string attach_flag_gems(flags& f, const settings& s, const sweep_plan& plan
   } catch (const nlohmann::json::exception& e) {
     return "--backend flag_gems: " + dir + "/coverage.json: " + e.what();
   }
+  auto version = coverage.value("version", "?");
   auto lacking = coverage.value("lacking", nlohmann::json::array());
   std::string skipped;
-  for (auto& op : lacking) {
-    skipped += (skipped.empty() ? "" : ", ") + op.get<std::string>();
-    f.not_evaluated[op.get<std::string>()] = "FlagGems " + coverage.value("version", "?") + " lacks it";
+  for (auto& entry : lacking) {
+    auto op = entry.get<std::string>();
+    skipped += (skipped.empty() ? "" : ", ") + op;
+    f.not_evaluated[op] = "FlagGems " + version + " lacks it";
   }
   spdlog::info("bbcluster: FlagGems {} implements {} of the {} selected operators; kernels in {}",
-               coverage.value("version", "?"), coverage.value("covered", nlohmann::json::array()).size(),
-               plan.work.ops.size(), dir);
+               version, coverage.value("covered", nlohmann::json::array()).size(), plan.work.ops.size(), dir);
   if (!lacking.empty())
     spdlog::info("bbcluster: skipped, FlagGems lacks them: {}", skipped);
   f.backend = "directory";
