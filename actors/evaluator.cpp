@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <chrono>
 #include <mutex>
+#include <thread>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -62,6 +64,10 @@ std::string ensure_runner(evaluator_state& st) {
   bool after_fault = st.jobs > 0;
   std::string why;
   for (uint32_t i = 0; i < st.cfg.check_attempts; ++i) {
+    // A start that failed for a passing cause (the machine short of processes or memory a
+    // moment ago) is tried again after a pause that grows: 0.25 s, then 0.5 s, ...
+    if (i > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(250 << std::min<uint32_t>(i - 1, 4)));
     why = st.runner.start(spec_of(st.cfg), static_cast<int>(st.cfg.start_timeout_s * 1000));
     if (why.empty() && after_fault)
       why = st.runner.check(static_cast<int>(st.cfg.call_timeout_s * 1000));

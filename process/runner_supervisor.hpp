@@ -105,6 +105,17 @@ private:
   /// Waits up to `timeout_ms` for the child to exit; returns its description or "".
   std::string reap(int timeout_ms);
 
+  /// After the child (bwrap) has been reaped: kills the sandbox's own first process and waits
+  /// until it has ended, which happens only once every process of the sandbox's PID namespace
+  /// has (a fork bomb's thousands take a while, and they count against the runner user's
+  /// RLIMIT_NPROC: a fresh runner started before then cannot exec).
+  void end_sandbox();
+
+  /// The sandbox's first process (bwrap's child, PID 1 of its namespace, in its own session)
+  /// and its start time, to tell it from a later process with the same number; -1 if none.
+  pid_t inner_pid_ = -1;
+  unsigned long long inner_start_ = 0;
+
   pid_t pid_ = -1;
   int fd_ = -1;
   /// The runner runs inside bwrap, which reports its death by signal N as exit 128 + N.

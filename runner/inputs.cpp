@@ -249,6 +249,46 @@ at::Tensor make_tensor(const args::tensor_spec& spec, at::Generator& gen, const 
   return spec.has_strides ? flat.as_strided(spec.sizes, spec.strides) : flat.view(spec.sizes);
 }
 
+namespace {
+
+// aten's CPU max_pool{2,3}d_with_indices_backward scatters the gradient through `indices`
+// without checking them: an index outside the input's plane (make_tensor's integers are
+// -9..9) writes outside the gradient's buffer and corrupts the runner's memory, and a later
+// job on the same runner then fails for no fault of its own. The CUDA kernels gather and
+// ignore such an index, so there the inputs stay BackendBench's; on the CPU each index is
+// taken modulo the plane's size, which keeps every write inside its own plane.
+void keep_cpu_indices_in_plane(built_call& out, const c10::FunctionSchema& schema, const at::Device& device) {
+  if (!device.is_cpu())
+    return;
+  int64_t plane_dims = schema.name() == "aten::max_pool2d_with_indices_backward"   ? 2
+                       : schema.name() == "aten::max_pool3d_with_indices_backward" ? 3
+                                                                                   : 0;
+  if (plane_dims == 0)
+    return;
+  auto at_name = [&](const char* name) -> c10::IValue* {
+    auto idx = schema.argumentIndexWithName(name);
+    if (idx && static_cast<size_t>(*idx) < out.args.size())
+      return &out.args[static_cast<size_t>(*idx)];
+    auto kw = out.kwargs.find(name);
+    return kw == out.kwargs.end() ? nullptr : &kw->second;
+  };
+  auto* self = at_name("self");
+  auto* indices = at_name("indices");
+  if (!self || !indices || !self->isTensor() || !indices->isTensor())
+    return;
+  auto input = self->toTensor();
+  auto index = indices->toTensor();
+  if (!index.defined() || !at::isIntegralType(index.scalar_type(), false) || input.dim() < plane_dims)
+    return;
+  int64_t plane = 1;
+  for (int64_t d = input.dim() - plane_dims; d < input.dim(); ++d)
+    plane *= input.size(d);
+  if (plane > 0)
+    *indices = c10::IValue(index.remainder(plane));
+}
+
+} // namespace
+
 built_call build_call(const args::call& call, const c10::FunctionSchema& schema, uint64_t seed,
                       const at::Device& device) {
   auto gen = make_input_generator(seed, device);
@@ -264,6 +304,7 @@ built_call build_call(const args::call& call, const c10::FunctionSchema& schema,
       type = formals[*idx].type();
     out.kwargs.emplace(name, convert(v, type, gen, device));
   }
+  keep_cpu_indices_in_plane(out, schema, device);
   return out;
 }
 

@@ -32,7 +32,9 @@ at::Generator make_input_generator(uint64_t seed, const at::Device& device);
 at::Tensor make_tensor(const args::tensor_spec& spec, at::Generator& gen, const at::Device& device);
 
 /// Builds every value of `call` against `schema`'s argument types. Throws c10::Error or
-/// std::invalid_argument on a value the schema cannot take.
+/// std::invalid_argument on a value the schema cannot take. On the CPU, the indices of
+/// max_pool{2,3}d_with_indices_backward are taken modulo the input's plane, as aten's CPU
+/// kernels write through them unchecked.
 built_call build_call(const args::call& call, const c10::FunctionSchema& schema, uint64_t seed,
                       const at::Device& device);
 

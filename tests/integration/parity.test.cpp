@@ -92,7 +92,7 @@ void check_control(const sweep_facts& f) {
 
 } // namespace
 
-TEST_CASE("aten against itself on every operator of the included set (CPU-sized inputs): "
+TEST_CASE("aten against itself on the included set, CPU-sized inputs: "
           "correct, no flags, no crashes",
           "[integration][parity]") {
   bb::test::temp_dir dir;

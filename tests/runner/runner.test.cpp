@@ -134,6 +134,31 @@ TEST_CASE("calls are built against the schema: kwargs, int lists, dtypes, device
   CHECK(c2.kwargs.at("device").toDevice() == at::Device(at::kCPU));
 }
 
+TEST_CASE("on the CPU, max_pool2d_with_indices_backward's indices stay inside their plane",
+          "[core]") {
+  // aten's CPU kernel writes through the indices unchecked; make_tensor's -9..9 would write
+  // before the buffer. The real trace line of the included set, at a CPU size.
+  auto& schema = schema_of("aten::max_pool2d_with_indices_backward", "");
+  auto parsed = std::get<args::call>(args::parse_call(
+    "((T([2, 3, 5, 5], f16, stride=(75, 25, 5, 1)), T([2, 3, 5, 5], f16), [3, 3], [1, 1], [1, 1], "
+    "[1, 1], False, T([2, 3, 5, 5], i64)), {})"));
+  auto call = build_call(parsed, schema, input_seed("aten.max_pool2d_with_indices_backward.default", "x"),
+                         at::kCPU);
+  auto indices = call.args[7].toTensor();
+  CHECK(indices.sizes() == at::IntArrayRef({2, 3, 5, 5}));
+  CHECK(indices.min().item<int64_t>() >= 0);
+  CHECK(indices.max().item<int64_t>() < 25);
+  // The draws are make_tensor's, moved into the plane: a negative one wraps to its end.
+  CHECK(indices.max().item<int64_t>() >= 16);
+  auto stack = make_stack(call, schema);
+  c10::Dispatcher::singleton().findSchemaOrThrow("aten::max_pool2d_with_indices_backward", "").callBoxed(stack);
+  CHECK(stack[0].toTensor().sizes() == at::IntArrayRef({2, 3, 5, 5}));
+  // Other operators' integer tensors are left as drawn.
+  auto& add = schema_of("aten::add", "Tensor");
+  auto p2 = std::get<args::call>(args::parse_call("((T([1000], i64), T([1000], i64)), {})"));
+  CHECK(build_call(p2, add, 1, at::kCPU).args[0].toTensor().min().item<int64_t>() < 0);
+}
+
 TEST_CASE("evaluate_job runs the aten smoke job with cpu_bench timing", "[core]") {
   eval_job job;
   job.job_id = 1;
