@@ -5,15 +5,12 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <thread>
 
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
-#include <dirent.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -23,6 +20,7 @@
 #include "actors/reporter.hpp"
 #include "actors/slot_watch.hpp"
 #include "messages/errors.hpp"
+#include "process/proc.hpp"
 #include "results/resume.hpp"
 #include "suite/ops.hpp"
 
@@ -52,26 +50,11 @@ void catch_stop_signals() {
 // This process's runners (each the leader of its own process group: bbrunner itself, or the
 // bwrap of its sandbox, which takes the runner with it) and their groups.
 void kill_runners() {
-  auto self = ::getpid();
-  DIR* proc = ::opendir("/proc");
-  if (!proc)
-    return;
-  while (auto* entry = ::readdir(proc)) {
-    pid_t pid = std::atoi(entry->d_name);
-    if (pid <= 0)
-      continue;
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto open = stat.find('('), close = stat.rfind(')');
-    if (open == std::string::npos || close == std::string::npos || close + 4 > stat.size())
-      continue;
-    auto name = stat.substr(open + 1, close - open - 1);
-    if ((name == "bbrunner" || name == "bwrap") && std::atoi(stat.c_str() + close + 4) == self) {
-      ::kill(-pid, SIGKILL);
-      ::kill(pid, SIGKILL);
+  for (auto& child : children_of(::getpid()))
+    if (child.name == "bbrunner" || child.name == "bwrap") {
+      ::kill(-child.pid, SIGKILL);
+      ::kill(child.pid, SIGKILL);
     }
-  }
-  ::closedir(proc);
 }
 
 } // namespace

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <thread>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -18,6 +17,7 @@
 
 #include "messages/runner_protocol.hpp"
 #include "process/frames.hpp"
+#include "process/proc.hpp"
 
 namespace bb {
 
@@ -35,63 +35,6 @@ std::string signal_name(int sig) {
     case SIGPIPE: return "SIGPIPE";
     default: return "signal " + std::to_string(sig);
   }
-}
-
-// What /proc/<pid>/stat says of a process: its parent, state and start time (in clock ticks
-// since boot); ok is false when there is no such process.
-struct proc_stat {
-  bool ok = false;
-  pid_t ppid = 0;
-  char state = '?';
-  unsigned long long start = 0;
-};
-
-proc_stat read_proc_stat(pid_t pid) {
-  proc_stat out;
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
-  FILE* f = std::fopen(path, "re");
-  if (!f)
-    return out;
-  char buf[1024];
-  size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
-  std::fclose(f);
-  buf[n] = '\0';
-  // The command name is in parentheses and may hold anything: the fields follow the last ')'.
-  const char* close = std::strrchr(buf, ')');
-  if (!close)
-    return out;
-  int ppid = 0;
-  unsigned long long start = 0;
-  // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime
-  // cstime priority nice threads itrealvalue starttime
-  if (std::sscanf(close + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-                  &out.state, &ppid, &start) != 3)
-    return out;
-  out.ok = true;
-  out.ppid = ppid;
-  out.start = start;
-  return out;
-}
-
-// The first child of `parent` found in /proc, or -1.
-pid_t child_of(pid_t parent) {
-  DIR* proc = ::opendir("/proc");
-  if (!proc)
-    return -1;
-  pid_t found = -1;
-  while (auto* entry = ::readdir(proc)) {
-    char* end = nullptr;
-    long pid = std::strtol(entry->d_name, &end, 10);
-    if (pid <= 0 || *end != '\0')
-      continue;
-    if (auto st = read_proc_stat(static_cast<pid_t>(pid)); st.ok && st.ppid == parent) {
-      found = static_cast<pid_t>(pid);
-      break;
-    }
-  }
-  ::closedir(proc);
-  return found;
 }
 
 } // namespace
@@ -209,10 +152,11 @@ std::string runner_supervisor::start(const runner_spec& spec, int timeout_ms) {
            + " (see " + spec.log_path + ")";
   }
   // bwrap has forked the sandbox's first process by now (the runner inside said hello).
-  if (sandboxed_) {
-    inner_pid_ = child_of(pid_);
-    inner_start_ = inner_pid_ > 0 ? read_proc_stat(inner_pid_).start : 0;
-  }
+  if (sandboxed_)
+    if (auto inner = children_of(pid_); !inner.empty()) {
+      inner_pid_ = inner.front().pid;
+      inner_start_ = inner.front().start;
+    }
   try {
     auto hello = unpack<runner_reply>(frame);
     if (hello.kind != "hello" || hello.protocol != protocol_version) {
@@ -451,7 +395,7 @@ void runner_supervisor::end_sandbox() {
     auto st = read_proc_stat(inner_pid_);
     // Gone, a later process with its number, or a zombie: a namespace's first process turns
     // zombie only after every other process of the namespace has been reaped.
-    if (!st.ok || st.start != inner_start_ || st.state == 'Z' || st.state == 'X')
+    if (!st || st->start != inner_start_ || st->state == 'Z' || st->state == 'X')
       break;
     ::kill(inner_pid_, SIGKILL);
     if (std::chrono::steady_clock::now() >= deadline)

@@ -1,0 +1,56 @@
+#include "process/proc.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <dirent.h>
+
+namespace bb {
+
+std::optional<proc_stat> read_proc_stat(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "re");
+  if (!f)
+    return std::nullopt;
+  char buf[1024];
+  size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  // The command name is in parentheses and may hold anything: the fields follow the last ')'.
+  const char* open = std::strchr(buf, '(');
+  const char* close = std::strrchr(buf, ')');
+  if (!open || !close || close < open)
+    return std::nullopt;
+  proc_stat out;
+  out.pid = pid;
+  out.name.assign(open + 1, close);
+  int ppid = 0;
+  // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime
+  // cstime priority nice threads itrealvalue starttime
+  if (std::sscanf(close + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                  &out.state, &ppid, &out.start) != 3)
+    return std::nullopt;
+  out.ppid = ppid;
+  return out;
+}
+
+std::vector<proc_stat> children_of(pid_t parent) {
+  std::vector<proc_stat> out;
+  DIR* proc = ::opendir("/proc");
+  if (!proc)
+    return out;
+  while (auto* entry = ::readdir(proc)) {
+    char* end = nullptr;
+    long pid = std::strtol(entry->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0')
+      continue;
+    if (auto st = read_proc_stat(static_cast<pid_t>(pid)); st && st->ppid == parent)
+      out.push_back(*st);
+  }
+  ::closedir(proc);
+  return out;
+}
+
+} // namespace bb

@@ -1,0 +1,28 @@
+#pragma once
+
+// What Linux's /proc says of processes: one process's stat line, a process's children.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace bb {
+
+/// The fields of /proc/<pid>/stat that bbcluster uses.
+struct proc_stat {
+  pid_t pid = 0;
+  std::string name; ///< the command name, as in parentheses in the stat line
+  char state = '?'; ///< R, S, D, Z, X, ...
+  pid_t ppid = 0;
+  unsigned long long start = 0; ///< start time in clock ticks since boot: tells a process from a later one with its number
+};
+
+/// /proc/<pid>/stat, or nothing when there is no such process.
+std::optional<proc_stat> read_proc_stat(pid_t pid);
+
+/// The processes whose parent is `parent`.
+std::vector<proc_stat> children_of(pid_t parent);
+
+} // namespace bb
