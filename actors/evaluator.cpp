@@ -176,11 +176,17 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
       st.idle_since = ended;
       if (call.ok) {
         result.where.slot = st.cfg.slot;
-        // A runner that lost its CUDA context, or whose Python a kernel spoiled, exits after
-        // its result: the next job gets a fresh one.
+        // A runner that lost its CUDA context, or whose process a kernel tampered with (its
+        // Python, the dispatcher, a setting, a thread left running), exits after its result:
+        // the next job gets a fresh one.
+        static const char* spoiling[] = {"replaces_timer", "replaces_comparison", "replaces_operator",
+                                         "changes_dispatch", "changes_global_state",
+                                         "leaves_thread_running"};
         auto& flags = result.flags;
-        if (spoils_runner(result.outcome)
-            || std::find(flags.begin(), flags.end(), "replaces_timer") != flags.end())
+        bool tampered = std::any_of(std::begin(spoiling), std::end(spoiling), [&](const char* f) {
+          return std::find(flags.begin(), flags.end(), f) != flags.end();
+        });
+        if (spoils_runner(result.outcome) || tampered)
           st.runner.stop();
         return result;
       }

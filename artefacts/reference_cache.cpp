@@ -37,6 +37,10 @@ std::string reference_cache::key(const std::string& op_name, const std::string& 
     k["adaptive_min_calls"] = opts.adaptive_min_calls;
     k["adaptive_rel_sem"] = opts.adaptive_rel_sem;
   }
+  // A reference timed on fresh inputs every call is another measurement; keys without the
+  // checks stay as they were, so earlier caches keep serving them.
+  if (opts.exploit_checks)
+    k["fresh_inputs"] = true;
   return k.dump();
 }
 

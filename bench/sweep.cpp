@@ -7,11 +7,16 @@
 //   4. --topn 1 --timer adaptive, no cache          the adaptive timer against run 1
 //   5. --topn 20 --timer adaptive, no cache         (unless --quick)
 //
+// With --checks, instead: --topn 1 without the cache, the exploit checks off (BackendBench's
+// procedure) and on (the default), in that order and again in reverse, with the wall time of
+// each and the ratio of on over off, the flags and verdicts each gave, and how far aten's
+// speedups against itself stray from 1.
+//
 // For each: the wall time, the time spent inside the timer (profile.json), their ratio, and
 // the largest phases; then the warm run's wall over the cold one's, and the adaptive timer's
 // wall over the default's with the median absolute deviation of its speedups from run 1's.
 //
-//   bench_sweep [--quick] [--data TRACE] [--keep DIR]
+//   bench_sweep [--quick | --checks] [--data TRACE] [--keep DIR]
 
 #include <algorithm>
 #include <chrono>
@@ -40,6 +45,8 @@ struct run_figures {
   std::string scores;
   std::vector<std::pair<double, std::string>> phases;
   std::map<std::string, double> speedups; // op | args -> speedup
+  size_t flagged = 0;                      // operators with any flag
+  size_t correct = 0;                      // operators correct on every input
   bool ok = false;
 };
 
@@ -80,6 +87,18 @@ run_figures run(const std::string& name, const std::string& data, const std::str
           row["speedup"].get<double>();
         ++f.inputs;
       }
+    std::ifstream journal(logs / "results.jsonl");
+    for (std::string line; std::getline(journal, line);) {
+      auto j = json::parse(line);
+      if (j.value("event", "") != "job_finished")
+        continue;
+      if (!j.value("flags", json::array()).empty())
+        ++f.flagged;
+      bool all = !j["correctness"].empty();
+      for (auto& c : j["correctness"])
+        all = all && c.value("is_correct", false);
+      f.correct += all ? 1 : 0;
+    }
     f.ok = true;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_sweep: %s: cannot read its reports: %s\n", name.c_str(), e.what());
@@ -119,24 +138,50 @@ double median_abs_from_one(const run_figures& a) {
 
 } // namespace
 
+// The exploit checks' cost: the same sweep with them off and on, twice in alternating order so
+// that a drift of the machine does not favour either.
+int checks_cost(const std::string& data, const fs::path& dir) {
+  auto off1 = run("topn1_checks_off", data, "--topn 1 --no-reference-cache --no-exploit-checks", dir);
+  print(off1);
+  auto on1 = run("topn1_checks_on", data, "--topn 1 --no-reference-cache", dir);
+  print(on1);
+  auto on2 = run("topn1_checks_on_2", data, "--topn 1 --no-reference-cache", dir);
+  print(on2);
+  auto off2 = run("topn1_checks_off_2", data, "--topn 1 --no-reference-cache --no-exploit-checks", dir);
+  print(off2);
+  double off = off1.wall_s + off2.wall_s, on = on1.wall_s + on2.wall_s;
+  std::printf("\nchecks on / off: wall %.2f (goal <= 1.10): off %.1f s and %.1f s, on %.1f s and %.1f s\n",
+              off > 0 ? on / off : 0.0, off1.wall_s, off2.wall_s, on1.wall_s, on2.wall_s);
+  for (auto* f : {&off1, &on1, &on2, &off2})
+    std::printf("%-22s operators correct %zu, flagged %zu, median |speedup - 1| %.4f\n", f->name.c_str(),
+                f->correct, f->flagged, median_abs_from_one(*f));
+  std::printf("\nscores, checks on:\n%s", on1.scores.c_str());
+  return off1.ok && on1.ok && on2.ok && off2.ok ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   bool quick = false;
+  bool checks = false;
   std::string data = BB_TRACES_DIR "/backendbench/backend_bench_problems_included.txt";
   fs::path dir = fs::temp_directory_path() / "bench_sweep";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick")
       quick = true;
+    else if (a == "--checks")
+      checks = true;
     else if (a == "--data" && i + 1 < argc)
       data = argv[++i];
     else if (a == "--keep" && i + 1 < argc)
       dir = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_sweep [--quick] [--data TRACE] [--keep DIR]\n");
+      std::fprintf(stderr, "usage: bench_sweep [--quick | --checks] [--data TRACE] [--keep DIR]\n");
       return 2;
     }
   }
   fs::create_directories(dir);
+  if (checks)
+    return checks_cost(data, dir);
   auto cache = dir / "reference_cache";
   fs::remove_all(cache);
   std::ofstream(dir / "cache.toml") << "[timing]\nreference_cache_dir = \"" << cache.string() << "\"\n";

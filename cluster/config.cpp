@@ -1,6 +1,8 @@
 #include "cluster/config.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -59,6 +61,12 @@ const char* type_name_of(const toml::node& n) {
   }
 }
 
+std::string number_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", x);
+  return buf;
+}
+
 } // namespace
 
 caf::error load_settings(const std::string& path, settings& out) {
@@ -91,6 +99,9 @@ caf::error load_settings(const std::string& path, settings& out) {
     {"timing.cpu_warmup", {bind(s.timing.cpu_warmup), "an integer"}},
     {"timing.cpu_runs", {bind(s.timing.cpu_runs), "an integer"}},
     {"timing.cpu_max_seconds", {bind(s.timing.cpu_max_seconds), "a number"}},
+    {"checks.exploits", {bind(s.timing.exploit_checks), "a boolean"}},
+    {"checks.suspicious_speedup", {bind(s.timing.suspicious_speedup), "a number"}},
+    {"checks.extra_inputs", {bind(s.extra_inputs), "a string"}},
     {"compile.cache_dir", {bind(s.compile_cache_dir), "a string"}},
     {"nodes.port", {bind(s.node_port), "an integer"}},
     {"nodes.heartbeat_s", {bind(s.heartbeat_s), "a number"}},
@@ -222,6 +233,12 @@ runner_options runner_options_of(const settings& s) {
   return opts;
 }
 
+bool extra_inputs_for(const settings& s, const std::string& backend) {
+  if (s.extra_inputs != "auto")
+    return s.extra_inputs == "on";
+  return backend == "llm" || backend == "llm-relay" || backend == "kernel_agent";
+}
+
 double shards_per_slot(const settings& s) {
   return s.shards == "off" ? 0.0 : s.shards_per_slot;
 }
@@ -258,6 +275,11 @@ caf::error validate(const settings& s) {
       || s.timing.systematic_rel_sd < 0)
     return bad("timing.rounds must be >= 1, timing.adaptive_min_calls >= 2, "
                "timing.adaptive_rel_sem positive and timing.systematic_rel_sd >= 0");
+  if (!std::isfinite(s.timing.suspicious_speedup) || s.timing.suspicious_speedup < 0)
+    return bad("checks.suspicious_speedup must be a finite number >= 0 (0: never), not "
+               + number_text(s.timing.suspicious_speedup));
+  if (s.extra_inputs != "auto" && s.extra_inputs != "on" && s.extra_inputs != "off")
+    return bad("checks.extra_inputs must be auto, on or off, not '" + s.extra_inputs + "'");
   if (s.attempts < 1 || s.authors < 1)
     return bad("generate.attempts (--llm-attempts) and generate.authors must be >= 1");
   if (s.llm_provider != "openai" && s.llm_provider != "anthropic")

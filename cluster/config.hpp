@@ -28,6 +28,10 @@ struct settings {
   // [timing]: the runner's options, defaults in messages/runner_protocol.hpp
   runner_options timing;
   bool reference_cache = true;  ///< timing.reference_cache (--no-reference-cache turns it off)
+  // [checks]: checks.exploits and checks.suspicious_speedup are timing.exploit_checks and
+  // timing.suspicious_speedup; checks.extra_inputs is resolved into timing.extra_inputs by
+  // extra_inputs_for once the backend is known.
+  std::string extra_inputs = "auto"; ///< "auto" (on for generative backends), "on" or "off"
   // [compile]
   std::string compile_cache_dir; ///< empty: ~/.cache/bbcluster/kernels (or $BBCLUSTER_CACHE)
   int64_t compile_workers = 0;   ///< 0: the node's cores minus its evaluators, at least one
@@ -110,6 +114,11 @@ size_t count_gpus();
 /// The runner options of a sweep: settings.timing with the reference-time cache folder
 /// resolved ("" when the cache is off).
 runner_options runner_options_of(const settings& s);
+
+/// checks.extra_inputs for `backend`: "on" and "off" as they say; "auto" on for the
+/// generative backends (llm, llm-relay, kernel_agent), off for the others and for "" (a
+/// bbnode, which does not know the coordinator's backend).
+bool extra_inputs_for(const settings& s, const std::string& backend);
 
 /// scheduler.shards_per_slot as the coordinator takes it: 0 when scheduler.shards is off.
 double shards_per_slot(const settings& s);

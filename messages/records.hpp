@@ -138,9 +138,16 @@ struct performance_record {
   bool reference_cached = false;
   /// The reference's round means (ms), when it was measured here: what the cache keeps.
   std::vector<double> reference_round_means_ms;
+  /// When the speedup was above checks.suspicious_speedup: the first measurement's speedup,
+  /// which the stricter one (in `speedup`) replaced; 0 otherwise.
+  double unverified_speedup = 0.0;
+  /// Which timer measured `speedup`: "do_bench", "adaptive", "cpu_bench", or "synchronized"
+  /// (every call between two device synchronizations: a re-verified outlier, or a kernel that
+  /// left work off the timed stream).
+  std::string timer;
   MSGPACK_DEFINE_MAP(op_name, args, speedup, benchmark_time_ms, reference_time_ms, error_msg,
                      successfully_ran, test_type, speedup_ci_low, speedup_ci_high, timing_rounds,
-                     reference_cached, reference_round_means_ms);
+                     reference_cached, reference_round_means_ms, unverified_speedup, timer);
 };
 
 /// Where a result was measured.
@@ -171,8 +178,11 @@ struct eval_result {
   std::vector<performance_record> performance;
   provenance where;
   double wall_seconds = 0.0;
-  /// Honesty checks the kernel failed: mutates_input, aliases_input, uses_cuda_stream,
-  /// replaces_timer.
+  /// Honesty and exploit checks the kernel failed or tripped (docs/architecture.md,
+  /// "Checks against reward hacking"): mutates_input, aliases_input, uses_cuda_stream,
+  /// replaces_timer, replaces_comparison, replaces_operator, changes_dispatch,
+  /// changes_global_state, leaves_thread_running, tensor_subclass, wrong_in_timed_calls,
+  /// work_off_timed_stream, suspicious_speedup.
   std::vector<std::string> flags;
   /// Runners the evaluator had to start afresh (after a fault) before this result.
   uint32_t runner_restarts = 0;

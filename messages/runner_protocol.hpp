@@ -51,10 +51,22 @@ struct runner_options {
   double rtol = 1e-2;
   /// Folder of the reference-time cache shared by sweeps and campaigns; "": no cache.
   std::string reference_cache_dir;
+  /// The checks against reward hacking (docs/architecture.md, "Checks against reward
+  /// hacking"): every timed call on inputs it has not seen, the outputs of timed calls
+  /// checked, outputs poisoned once used, tamper checks after the kernel loads and runs, work
+  /// left off the timed stream. Off: BackendBench's procedure, for comparison.
+  bool exploit_checks = true;
+  /// A speedup above this is measured again, stricter (fresh inputs, a synchronized timer,
+  /// twice the rounds), and the stricter figure counts (flag suspicious_speedup); 0: never.
+  double suspicious_speedup = 10.0;
+  /// Each correctness input is also checked on two variants of its floating-point tensors:
+  /// signed values, and signed values with zeros, infinities and NaN.
+  bool extra_inputs = false;
   MSGPACK_DEFINE_MAP(device, node, timer, cpu_warmup, cpu_runs, cpu_max_seconds, gpu_warmup_ms,
                      gpu_rep_ms, flush_bytes, rounds, systematic_rel_sd, adaptive_min_calls,
                      adaptive_rel_sem,
-                     cpu_threads, atol, rtol, reference_cache_dir);
+                     cpu_threads, atol, rtol, reference_cache_dir, exploit_checks,
+                     suspicious_speedup, extra_inputs);
 };
 
 /// Evaluator -> runner.

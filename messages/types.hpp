@@ -86,7 +86,7 @@ typename Inspector::result_type inspect(Inspector& f, performance_record& x) {
   return f(caf::meta::type_name("performance_record"), x.op_name, x.args, x.speedup,
            x.benchmark_time_ms, x.reference_time_ms, x.error_msg, x.successfully_ran,
            x.test_type, x.speedup_ci_low, x.speedup_ci_high, x.timing_rounds, x.reference_cached,
-           x.reference_round_means_ms);
+           x.reference_round_means_ms, x.unverified_speedup, x.timer);
 }
 
 template <class Inspector>

@@ -79,10 +79,17 @@ void add_flags(CLI::App& app, flags& f) {
   app.add_flag("--smallest-inputs", f.smallest_inputs,
                "keep the N smallest inputs per operator instead of the largest (a quick check of "
                "every operator on a small machine)");
+  app.add_flag("--no-exploit-checks", f.no_exploit_checks,
+               "BackendBench's procedure, for comparison: no fresh inputs per timed call, no "
+               "checks of timed calls, no tamper checks (checks.exploits = false)");
+  app.add_option("--extra-inputs", f.extra_inputs,
+                 "also check each correctness input on signed values and on zeros, infinities "
+                 "and NaN: auto (for the generative backends), on or off (checks.extra_inputs)")
+    ->check(CLI::IsMember({"auto", "on", "off"}));
   app.add_flag("--quiet", f.quiet, "no progress block or progress lines (log lines stay)");
   app.add_flag("--resume-anyway", f.resume_anyway,
-               "with --resume: go on although the torch version, device, timer settings or "
-               "kernel files changed since the sweep started");
+               "with --resume: go on although the torch version, device, timer settings, checks "
+               "or kernel files changed since the sweep started");
   add_backendbench_flags(app, f);
 }
 
@@ -229,10 +236,17 @@ std::string merge_settings(const CLI::App& app, flags& f, settings& s) {
     s.timing.timer = f.timer;
   if (f.no_reference_cache)
     s.reference_cache = false;
+  if (f.no_exploit_checks)
+    s.timing.exploit_checks = false;
+  if (!f.extra_inputs.empty())
+    s.extra_inputs = f.extra_inputs;
   if (f.backend == "directory" && f.ops_directory.empty())
     return "--backend directory needs --ops-directory DIR";
   if (auto err = validate(s))
     return describe(err);
+  // The backend is final here: llm-relay became llm above, and flag_gems becomes a directory
+  // sweep later, off either way.
+  s.timing.extra_inputs = extra_inputs_for(s, f.backend);
   return "";
 }
 
@@ -386,6 +400,9 @@ std::map<std::string, std::string> sweep_conditions(const settings& s,
     out["timing.adaptive_min_calls"] = std::to_string(t.adaptive_min_calls);
     out["timing.adaptive_rel_sem"] = number(t.adaptive_rel_sem);
   }
+  out["checks.exploits"] = t.exploit_checks ? "true" : "false";
+  out["checks.suspicious_speedup"] = number(t.suspicious_speedup);
+  out["checks.extra_inputs"] = t.extra_inputs ? "on" : "off";
   for (auto& k : kernels)
     out["kernel " + k.kernel.path] = k.kernel.hash;
   return out;

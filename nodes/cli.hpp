@@ -39,6 +39,9 @@ struct flags {
   std::string timer;
   bool no_reference_cache = false;
   bool smallest_inputs = false;
+  // The checks against reward hacking.
+  bool no_exploit_checks = false;
+  std::string extra_inputs;
   // Watching and stopping a long campaign.
   bool quiet = false;
   bool resume_anyway = false;
@@ -86,7 +89,8 @@ std::string read_resumed_sweep(const std::string& run_dir, const settings& s, co
 /// Leaves out of `plan` the operators a resumed sweep does not run again.
 void drop_resumed_ops(const resumed_sweep& r, sweep_plan& plan);
 
-/// Settings from --config with the flags on top; "" or the error.
+/// Settings from --config with the flags on top, checks.extra_inputs resolved for the
+/// backend into timing.extra_inputs; "" or the error.
 std::string merge_settings(const CLI::App& app, flags& f, settings& s);
 
 /// BackendBench's flags that are not plain settings: --num-workers as evaluator slots,
@@ -153,8 +157,8 @@ std::map<std::string, op_work> estimate_sweep_work(const suite& work, const sett
                                                    const std::string& device);
 
 /// What this sweep's results depend on beyond its flags, as kept in sweep.json: the torch
-/// version, the device (GPU models, or cpu), the timer settings and each directory kernel's
-/// SHA-256.
+/// version, the device (GPU models, or cpu), the timer settings, each directory kernel's
+/// SHA-256, and the checks against reward hacking.
 std::map<std::string, std::string> sweep_conditions(const settings& s,
                                                     const std::vector<directory_kernel>& kernels);
 

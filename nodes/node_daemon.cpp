@@ -66,6 +66,8 @@ std::string prepare_node(node_options& o, node_setup& out) {
     out.s.node_keys = o.keys;
   if (auto err = validate(out.s))
     return describe(err);
+  // A node does not know the coordinator's backend: checks.extra_inputs = "auto" is off here.
+  out.s.timing.extra_inputs = extra_inputs_for(out.s, "");
   if (o.check) {
     sandbox_mode mode = sandbox_mode::automatic;
     from_string(out.s.sandbox, mode);

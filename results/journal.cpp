@@ -24,7 +24,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(performance_record, op_name, arg
                                                 benchmark_time_ms, reference_time_ms, error_msg,
                                                 successfully_ran, test_type, speedup_ci_low,
                                                 speedup_ci_high, timing_rounds, reference_cached,
-                                                reference_round_means_ms)
+                                                reference_round_means_ms, unverified_speedup, timer)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(provenance, node, device, driver, torch_version,
                                                 artefact_hash, slot, sandbox)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(shard_span, correctness_begin, correctness_count,

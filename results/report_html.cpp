@@ -27,6 +27,8 @@ struct op_row {
   speedup_interval speedup;
   size_t passed = 0, failed = 0, unscorable = 0;
   size_t perf_ran = 0, perf_failed = 0;
+  std::string flags;      // the checks' flags, comma-separated; "" for none
+  std::string remeasured; // inputs whose outlying speedup was measured again, both figures
   const eval_result* result = nullptr;
 };
 
@@ -44,8 +46,17 @@ op_row row_of(const eval_result& r) {
     else
       ++row.failed;
   }
-  for (auto& p : r.performance)
+  for (size_t i = 0; i < r.performance.size(); ++i) {
+    auto& p = r.performance[i];
     (p.successfully_ran ? row.perf_ran : row.perf_failed) += 1;
+    if (p.unverified_speedup > 0)
+      row.remeasured += (row.remeasured.empty() ? "" : "; ") + std::string("input ")
+                        + std::to_string(i) + ": " + num(p.unverified_speedup, "%.2fx")
+                        + " at first, " + (p.successfully_ran ? num(p.speedup, "%.2fx") : "failed")
+                        + " measured again";
+  }
+  for (auto& f : r.flags)
+    row.flags += (row.flags.empty() ? "" : ", ") + f;
   if (r.outcome != outcome::ok)
     row.verdict = to_string(r.outcome);
   else if (row.score.skipped)
@@ -154,10 +165,11 @@ std::string outcome_histogram(const std::vector<op_row>& rows) {
 
 std::string operator_table(const std::vector<op_row>& rows, const report_page& page) {
   std::string out =
-    "<input id=\"filter\" type=\"search\" placeholder=\"filter operators or outcomes\" "
+    "<input id=\"filter\" type=\"search\" placeholder=\"filter operators, outcomes or flags\" "
     "oninput=\"filterRows()\"> <span id=\"shown\"></span>"
     "<table id=\"operators\"><thead><tr>"
     "<th data-type=\"text\">operator</th><th data-type=\"text\">verdict</th>"
+    "<th data-type=\"text\">flags</th>"
     "<th data-type=\"num\">correct inputs</th><th data-type=\"num\">speedup</th>"
     "<th data-type=\"text\">95% interval</th><th data-type=\"num\">inputs passed / failed / not scored</th>"
     "<th data-type=\"num\">timed ran / failed</th><th data-type=\"num\">version</th>"
@@ -174,7 +186,9 @@ std::string operator_table(const std::vector<op_row>& rows, const report_page& p
     auto detail = res.detail.substr(0, res.detail.find('\n'));
     out += "<tr><td>" + html_escape(r.name) + "</td><td title=\"" + html_escape(detail)
            + "\"><span class=\"dot\" style=\"background:" + colour_of(r.verdict) + "\"></span>"
-           + html_escape(r.verdict) + "</td><td data-v=\"" + num(rate, "%.4f") + "\">"
+           + html_escape(r.verdict) + "</td><td class=\"flags\""
+           + (r.remeasured.empty() ? "" : " title=\"" + html_escape(r.remeasured) + "\"") + ">"
+           + html_escape(r.flags) + "</td><td data-v=\"" + num(rate, "%.4f") + "\">"
            + std::to_string(r.score.passed_inputs) + "/" + std::to_string(r.score.correctness_inputs)
            + "</td><td data-v=\"" + num(r.speedup.geomean, "%.6f") + "\">"
            + (r.speedup.inputs ? num(r.speedup.geomean, "%.3fx") : "-") + "</td><td>"

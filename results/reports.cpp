@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "results/journal.hpp"
@@ -147,6 +148,53 @@ std::string sandbox_note(const std::vector<eval_result>& results) {
   return out;
 }
 
+// A table cell's text on one line, without the pipes that would end the cell.
+std::string cell_text(std::string text) {
+  for (auto& ch : text) {
+    if (ch == '|')
+      ch = '/';
+    else if (ch == '\n' || ch == '\r')
+      ch = ' ';
+  }
+  return text;
+}
+
+// Every operator the checks flagged, with its flags, and each input whose outlying speedup
+// was measured again: the first figure and the one that counts.
+std::string flags_section(const std::vector<eval_result>& results) {
+  std::map<std::string, std::set<std::string>> flagged;
+  std::string remeasured;
+  for (auto& r : results) {
+    auto name = backendbench_op_name(r.op_name);
+    for (auto& f : r.flags)
+      flagged[name].insert(f);
+    for (auto& p : r.performance)
+      if (p.unverified_speedup > 0)
+        remeasured += "| " + name + " | " + cell_text(p.args) + " | " + fmt4(p.unverified_speedup, "x")
+                      + " | " + (p.successfully_ran ? fmt4(p.speedup, "x") : std::string("failed"))
+                      + " |\n";
+  }
+  if (flagged.empty() && remeasured.empty())
+    return "";
+  std::string out = "\n## Flags\n\nWhat the checks against reward hacking found, per operator "
+                    "(README, \"What bbcluster checks\").\n";
+  if (!flagged.empty()) {
+    out += "\n| Operator | Flags |\n|----------|-------|\n";
+    for (auto& [op, flags] : flagged) {
+      std::string list;
+      for (auto& f : flags)
+        list += (list.empty() ? "" : ", ") + f;
+      out += "| " + op + " | " + list + " |\n";
+    }
+  }
+  if (!remeasured.empty())
+    out += "\n### Speedups measured again\n\nAbove checks.suspicious_speedup, an input is timed "
+           "again with fresh inputs, the synchronized timer and twice the rounds; the second "
+           "figure counts.\n\n| Operator | Input | First speedup | Re-verified speedup |\n"
+           "|----------|-------|---------------|---------------------|\n" + remeasured;
+  return out;
+}
+
 std::string overall_summary(const std::string& command, const std::map<std::string, op_rows>& by_op,
                             const scores& s, const std::vector<eval_result>& results,
                             const report_status& status) {
@@ -204,7 +252,7 @@ std::string overall_summary(const std::string& command, const std::map<std::stri
   });
   for (auto& [op, c, sp] : rows)
     out += "| " + op + " | " + c + " | " + sp + "|\n";
-  out += "\n## Jobs\n\n" + outcome_line(results) + "\n" + sandbox_note(results);
+  out += "\n## Jobs\n\n" + outcome_line(results) + "\n" + sandbox_note(results) + flags_section(results);
   if (!status.not_evaluated.empty()) {
     out += "\n## Not Evaluated\n\nThe backend does not implement these selected operators; they are "
            "not in the scores.\n\n| Operator | Reason |\n|----------|--------|\n";
@@ -216,10 +264,7 @@ std::string overall_summary(const std::string& command, const std::map<std::stri
            "left out of the scores.\n\n| Operator | Reason |\n|----------|--------|\n";
     for (auto& op : s.ops)
       if (op.skipped) {
-        auto why = op.skip_reason.substr(0, op.skip_reason.find('\n'));
-        for (auto& ch : why)
-          if (ch == '|')
-            ch = '/';
+        auto why = cell_text(op.skip_reason.substr(0, op.skip_reason.find('\n')));
         out += "| " + backendbench_op_name(op.op_name) + " | " + why + " |\n";
       }
   }

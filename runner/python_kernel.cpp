@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include <pybind11/embed.h>
+#include <pybind11/stl.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
@@ -19,7 +20,7 @@ namespace {
 // What is easier said in Python: loading a file as a module, the timing functions a kernel
 // could replace, and a traceback without the frames of this helper and of importlib.
 constexpr const char* helper_code = R"PY(
-import importlib.util, os, sys, time, traceback
+import importlib.util, os, sys, threading, time, traceback
 import torch
 
 def load(path, name):
@@ -48,8 +49,21 @@ def timers():
     return [time.perf_counter, time.time, torch.cuda.synchronize, torch.cuda.Event.elapsed_time,
             getattr(testing, 'do_bench', None)]
 
-def tampered(before):
-    return any(b is not None and now is not b for now, b in zip(timers(), before))
+def comparisons():
+    return [torch.allclose, torch.isclose, torch.equal, torch.testing.assert_close,
+            torch.Tensor.__eq__, torch.Tensor.allclose]
+
+def tampered(before, now):
+    return any(b is not None and n is not b for n, b in zip(now(), before))
+
+threads_before = set()
+
+def mark_threads():
+    global threads_before
+    threads_before = set(threading.enumerate())
+
+def new_threads():
+    return [t.name for t in threading.enumerate() if t not in threads_before and t.is_alive()]
 
 def describe(kind, value, tb):
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith('<'):
@@ -63,12 +77,14 @@ try:
 except Exception:
     pass
 original_timers = timers()
+original_comparisons = comparisons()
 )PY";
 
 // The helpers live as long as the process: the interpreter is never finalized (torch does not
 // survive it), and a static py::object would be released without the GIL at exit.
 struct helpers {
-  py::object load, unload, tampered, describe, original_timers;
+  py::object load, unload, tampered, describe, timers, original_timers, comparisons,
+    original_comparisons, mark_threads, new_threads;
 };
 std::atomic<helpers*> python{nullptr};
 
@@ -124,8 +140,10 @@ std::string start_python() {
       py::module_::import("torch");
       py::dict ns;
       py::exec(helper_code, ns);
-      python = new helpers{ns["load"], ns["unload"], ns["tampered"], ns["describe"],
-                           ns["original_timers"]};
+      python = new helpers{ns["load"],        ns["unload"],       ns["tampered"],
+                           ns["describe"],    ns["timers"],       ns["original_timers"],
+                           ns["comparisons"], ns["original_comparisons"], ns["mark_threads"],
+                           ns["new_threads"]};
     } catch (const py::error_already_set& e) {
       auto err = to_error(e);
       why = "cannot import torch: " + err.type + ": " + err.what();
@@ -176,8 +194,15 @@ py::object to_python(const c10::IValue& v, const c10::TypePtr& type) {
 
 c10::IValue from_python(py::handle obj) {
   PyObject* p = obj.ptr();
-  if (THPVariable_Check(p))
+  if (THPVariable_Check(p)) {
+    // A subclass can compute lazily, compare as anything or change under the checks.
+    if (!THPVariable_CheckExact(p))
+      throw python_error("tensor_subclass",
+                         "the kernel returned a " + py::str(py::type::of(obj).attr("__qualname__")).cast<std::string>()
+                           + ", a subclass of torch.Tensor: outputs must be plain tensors",
+                         "");
     return THPVariable_Unpack(p);
+  }
   if (obj.is_none())
     return c10::IValue();
   if (PyBool_Check(p)) // before ints: a bool is an int in Python
@@ -277,9 +302,44 @@ bool python_timers_tampered() {
     return false;
   py::gil_scoped_acquire gil;
   try {
-    return h->tampered(h->original_timers).cast<bool>();
+    return h->tampered(h->original_timers, h->timers).cast<bool>();
   } catch (const py::error_already_set&) {
     return true;
+  }
+}
+
+bool python_comparison_tampered() {
+  auto* h = python.load();
+  if (!h)
+    return false;
+  py::gil_scoped_acquire gil;
+  try {
+    return h->tampered(h->original_comparisons, h->comparisons).cast<bool>();
+  } catch (const py::error_already_set&) {
+    return true;
+  }
+}
+
+void python_mark_threads() {
+  auto* h = python.load();
+  if (!h)
+    return;
+  py::gil_scoped_acquire gil;
+  try {
+    h->mark_threads();
+  } catch (const py::error_already_set&) {
+  }
+}
+
+std::vector<std::string> python_new_threads() {
+  auto* h = python.load();
+  if (!h)
+    return {};
+  py::gil_scoped_acquire gil;
+  try {
+    return h->new_threads().cast<std::vector<std::string>>();
+  } catch (const py::error_already_set&) {
+    return {"(threading could not be read)"};
   }
 }
 

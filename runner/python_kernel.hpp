@@ -64,4 +64,15 @@ private:
 /// ensure_python() recorded them; false when Python has not started.
 bool python_timers_tampered();
 
+/// True when a loaded module replaced a comparison function (torch.allclose, torch.isclose,
+/// torch.equal, torch.testing.assert_close, Tensor.__eq__, Tensor.allclose); false when Python
+/// has not started.
+bool python_comparison_tampered();
+
+/// Records the Python threads alive now (nothing when Python has not started).
+void python_mark_threads();
+
+/// The names of Python threads alive now that were not at the last python_mark_threads().
+std::vector<std::string> python_new_threads();
+
 } // namespace bb::runner

@@ -74,14 +74,26 @@ paired_timing paired_from_rounds(const side_timing* cached, const std::vector<st
 
 // --- CPU: BackendBench's cpu_bench, in rounds ---------------------------------------------
 
+// One call of a side: its preparation, the measured call, its clean-up; the call's time.
+double run_call(const timed_side& side, const call_point& p) {
+  if (side.before)
+    side.before(p);
+  auto start = clock::now();
+  side.call(p);
+  double ms = ms_since(start);
+  if (side.after)
+    side.after(p);
+  return ms;
+}
+
 // Warm-up calls as cpu_bench makes them (stopping after a quarter of the budget), and the
 // number of timed calls that fit the budget, judged from the warm-up.
-int64_t cpu_prime(const timed_fn& fn, const runner_options& opts) {
+int64_t cpu_prime(const timed_side& side, const runner_options& opts) {
   auto start = clock::now();
   int64_t done = 0;
   double budget_ms = opts.cpu_max_seconds * 1000.0;
   for (int64_t i = 0; i < std::max<int64_t>(1, opts.cpu_warmup); ++i) {
-    fn(0);
+    run_call(side, {0, i, false, false});
     ++done;
     if (budget_ms > 0 && ms_since(start) > budget_ms * 0.25)
       break;
@@ -100,7 +112,7 @@ void tell(const side_fn& on_side, const char* side) {
     on_side(side);
 }
 
-paired_timing cpu_pair(const timed_fn& reference, const timed_fn& kernel,
+paired_timing cpu_pair(const timed_side& reference, const timed_side& kernel,
                        const runner_options& opts, const side_timing* cached, const side_fn& on_side) {
   tell(on_side, "reference");
   int64_t ref_calls = cached ? 0 : cpu_prime(reference, opts);
@@ -109,12 +121,9 @@ paired_timing cpu_pair(const timed_fn& reference, const timed_fn& kernel,
   int64_t rounds = std::max<int64_t>(1, std::min({opts.rounds, kernel_calls, cached ? kernel_calls : ref_calls}));
   std::vector<std::vector<double>> ref_rounds(static_cast<size_t>(rounds));
   std::vector<std::vector<double>> kernel_rounds(static_cast<size_t>(rounds));
-  auto run = [](const timed_fn& fn, int64_t round, int64_t n, std::vector<double>& out) {
-    for (int64_t i = 0; i < n; ++i) {
-      auto start = clock::now();
-      fn(round);
-      out.push_back(ms_since(start));
-    }
+  auto run = [](const timed_side& side, int64_t round, int64_t n, std::vector<double>& out) {
+    for (int64_t i = 0; i < n; ++i)
+      out.push_back(run_call(side, {round, i, i == n - 1, true}));
   };
   for (int64_t r = 0; r < rounds; ++r) {
     // Odd rounds time the kernel first: the order cancels out over the rounds.
@@ -137,20 +146,36 @@ paired_timing cpu_pair(const timed_fn& reference, const timed_fn& kernel,
 // --- CUDA: triton.testing.do_bench's procedure, in rounds -----------------------------------
 
 struct cuda_side {
-  const timed_fn* fn = nullptr;
+  const timed_side* fn = nullptr;
   int64_t warmup = 1;
   int64_t repeat = 1;
 };
 
-// do_bench's estimate: one call, then five calls each after a cache flush, timed together.
+// A call outside any measurement (warm-up, estimate), with its preparation and clean-up.
+void untimed_call(const timed_side& side, int64_t index) {
+  call_point p{0, index, false, false};
+  if (side.before)
+    side.before(p);
+  side.call(p);
+  if (side.after)
+    side.after(p);
+}
+
+// do_bench's estimate: one call, then five calls each after a cache flush, timed together
+// (with each call's preparation and clean-up, so the budget covers them).
 void cuda_prime(cuda_side& side, at::Tensor& cache, const runner_options& opts) {
-  (*side.fn)(0);
+  untimed_call(*side.fn, 0);
   c10::cuda::device_synchronize();
   at::cuda::CUDAEvent start(cudaEventDefault), end(cudaEventDefault);
   start.record();
   for (int i = 0; i < 5; ++i) {
+    call_point p{0, i + 1, false, false};
+    if (side.fn->before)
+      side.fn->before(p);
     cache.zero_();
-    (*side.fn)(0);
+    side.fn->call(p);
+    if (side.fn->after)
+      side.fn->after(p);
   }
   end.record();
   end.synchronize();
@@ -162,14 +187,19 @@ void cuda_prime(cuda_side& side, at::Tensor& cache, const runner_options& opts) 
 // Timed calls, each after a cache flush outside its own event pair; read after a sync.
 struct queued_calls {
   std::vector<at::cuda::CUDAEvent> starts, ends;
-  void queue(const timed_fn& fn, int64_t round, at::Tensor& cache, int64_t n) {
+  void queue(const timed_side& side, int64_t round, at::Tensor& cache, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
+      call_point p{round, i, i == n - 1, true};
+      if (side.before)
+        side.before(p);
       cache.zero_();
       starts.emplace_back(cudaEventDefault);
       ends.emplace_back(cudaEventDefault);
       starts.back().record();
-      fn(round);
+      side.call(p);
       ends.back().record();
+      if (side.after)
+        side.after(p);
     }
   }
   std::vector<double> read(size_t from = 0) const {
@@ -180,7 +210,7 @@ struct queued_calls {
   }
 };
 
-paired_timing cuda_do_bench_pair(const timed_fn& reference, const timed_fn& kernel,
+paired_timing cuda_do_bench_pair(const timed_side& reference, const timed_side& kernel,
                                  const runner_options& opts, const side_timing* cached, const side_fn& on_side) {
   auto cache = at::empty({opts.flush_bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
   cuda_side ref{&reference}, ker{&kernel};
@@ -192,9 +222,9 @@ paired_timing cuda_do_bench_pair(const timed_fn& reference, const timed_fn& kern
   cuda_prime(ker, cache, opts);
   if (!cached)
     for (int64_t i = 0; i < ref.warmup; ++i)
-      reference(0);
+      untimed_call(reference, i);
   for (int64_t i = 0; i < ker.warmup; ++i)
-    kernel(0);
+    untimed_call(kernel, i);
   int64_t rounds = std::max<int64_t>(1, std::min({opts.rounds, ker.repeat, cached ? ker.repeat : ref.repeat}));
   std::vector<queued_calls> ref_q(static_cast<size_t>(rounds)), ker_q(static_cast<size_t>(rounds));
   for (int64_t r = 0; r < rounds; ++r) {
@@ -222,13 +252,13 @@ paired_timing cuda_do_bench_pair(const timed_fn& reference, const timed_fn& kern
 // Batches of calls, alternating between the sides, until each side's standard error of the
 // mean is under opts.adaptive_rel_sem (after at least opts.adaptive_min_calls calls) or its
 // timed calls add up to the repetition budget. Each batch is a round.
-paired_timing cuda_adaptive_pair(const timed_fn& reference, const timed_fn& kernel,
+paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& kernel,
                                  const runner_options& opts, const side_timing* cached, const side_fn& on_side) {
   auto cache = at::empty({opts.flush_bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
   constexpr int64_t batch = 5;
   constexpr int64_t warmup_calls = 3;
   struct state {
-    const timed_fn* fn;
+    const timed_side* fn;
     bool done;
     std::vector<std::vector<double>> rounds;
     std::vector<double> all;
@@ -239,7 +269,7 @@ paired_timing cuda_adaptive_pair(const timed_fn& reference, const timed_fn& kern
       continue;
     tell(on_side, &s == &sides[0] ? "reference" : "kernel");
     for (int64_t i = 0; i < warmup_calls; ++i)
-      (*s.fn)(0);
+      untimed_call(*s.fn, i);
   }
   tell(on_side, "");
   c10::cuda::device_synchronize();
@@ -276,6 +306,56 @@ paired_timing cuda_adaptive_pair(const timed_fn& reference, const timed_fn& kern
     }
   }
   return paired_from_rounds(cached, sides[0].rounds, sides[1].rounds);
+}
+
+// --- CUDA: the synchronized timer ------------------------------------------------------------
+
+paired_timing cuda_synchronized_pair(const timed_side& reference, const timed_side& kernel,
+                                     const runner_options& opts, int64_t rounds,
+                                     const side_timing* cached, const side_fn& on_side) {
+  auto cache = at::empty({opts.flush_bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
+  auto one = [&](const timed_side& side, const call_point& p) {
+    if (side.before)
+      side.before(p);
+    cache.zero_();
+    c10::cuda::device_synchronize();
+    auto start = clock::now();
+    side.call(p);
+    c10::cuda::device_synchronize();
+    double ms = ms_since(start);
+    if (side.after)
+      side.after(p);
+    return ms;
+  };
+  // The calls that fit twice the repetition budget, from one call after a warm one.
+  auto calls_of = [&](const timed_side& side) {
+    untimed_call(side, 0);
+    double estimate = std::max(1e-3, one(side, {0, 1, false, false}));
+    auto n = static_cast<int64_t>(2.0 * opts.gpu_rep_ms / estimate);
+    return std::clamp<int64_t>(n, rounds, 100 * rounds);
+  };
+  int64_t ref_calls = 0;
+  if (!cached) {
+    tell(on_side, "reference");
+    ref_calls = calls_of(reference);
+  }
+  tell(on_side, "kernel");
+  int64_t ker_calls = calls_of(kernel);
+  std::vector<std::vector<double>> ref_rounds(static_cast<size_t>(rounds)), ker_rounds(static_cast<size_t>(rounds));
+  for (int64_t r = 0; r < rounds; ++r) {
+    for (int turn = 0; turn < 2; ++turn) {
+      bool ref_turn = (turn == 0) == (r % 2 == 0);
+      if (ref_turn && cached)
+        continue;
+      tell(on_side, ref_turn ? "reference" : "kernel");
+      auto& side = ref_turn ? reference : kernel;
+      int64_t n = share(ref_turn ? ref_calls : ker_calls, rounds, r);
+      auto& out = (ref_turn ? ref_rounds : ker_rounds)[static_cast<size_t>(r)];
+      for (int64_t i = 0; i < n; ++i)
+        out.push_back(one(side, {r, i, i == n - 1, true}));
+    }
+  }
+  return paired_from_rounds(cached, ref_rounds, ker_rounds);
 }
 
 #endif
@@ -332,7 +412,23 @@ void synchronize(const std::string& device) {
 #endif
 }
 
-paired_timing time_pair(const timed_fn& reference, const timed_fn& kernel,
+namespace {
+
+timed_side plain(const timed_fn& fn) {
+  return {nullptr, [&fn](const call_point& p) { fn(p.round); }, nullptr};
+}
+
+// The speedup's interval, with a cached reference's drift.
+void estimate_into(paired_timing& out, const runner_options& opts, bool cached) {
+  // A reference timed in another run carries that run's drift, which its rounds cannot show.
+  double drift = cached ? cached_reference_drift : 0.0;
+  out.estimate = estimate_speedup(out.reference, out.kernel,
+                                  std::sqrt(drift * drift + opts.systematic_rel_sd * opts.systematic_rel_sd));
+}
+
+} // namespace
+
+paired_timing time_pair(const timed_side& reference, const timed_side& kernel,
                         const runner_options& opts, const side_timing* cached_reference,
                         const std::function<void(const char*)>& on_side) {
   paired_timing out;
@@ -346,11 +442,54 @@ paired_timing time_pair(const timed_fn& reference, const timed_fn& kernel,
     throw std::runtime_error("this bbrunner was built without CUDA");
 #endif
   }
-  // A reference timed in another run carries that run's drift, which its rounds cannot show.
-  double drift = cached_reference ? cached_reference_drift : 0.0;
-  out.estimate = estimate_speedup(out.reference, out.kernel,
-                                  std::sqrt(drift * drift + opts.systematic_rel_sd * opts.systematic_rel_sd));
+  estimate_into(out, opts, cached_reference != nullptr);
   return out;
+}
+
+paired_timing time_pair(const timed_fn& reference, const timed_fn& kernel,
+                        const runner_options& opts, const side_timing* cached_reference,
+                        const std::function<void(const char*)>& on_side) {
+  return time_pair(plain(reference), plain(kernel), opts, cached_reference, on_side);
+}
+
+paired_timing time_pair_synchronized(const timed_side& reference, const timed_side& kernel,
+                                     const runner_options& opts, int64_t rounds,
+                                     const side_timing* cached_reference,
+                                     const std::function<void(const char*)>& on_side) {
+  rounds = std::max<int64_t>(2, rounds);
+  paired_timing out;
+  if (opts.device != "cuda") {
+    // cpu_bench's calls are synchronous already: the same timer, twice the calls.
+    auto strict = opts;
+    strict.rounds = rounds;
+    strict.cpu_runs = std::max<int64_t>(opts.cpu_runs * 2, rounds);
+    strict.cpu_max_seconds = opts.cpu_max_seconds * 2;
+    out = cpu_pair(reference, kernel, strict, cached_reference, on_side);
+  } else {
+#ifdef BB_WITH_CUDA
+    out = cuda_synchronized_pair(reference, kernel, opts, rounds, cached_reference, on_side);
+#else
+    throw std::runtime_error("this bbrunner was built without CUDA");
+#endif
+  }
+  estimate_into(out, opts, cached_reference != nullptr);
+  return out;
+}
+
+double pending_device_work_ms(const std::string& device) {
+#ifdef BB_WITH_CUDA
+  if (device == "cuda") {
+    at::cuda::CUDAEvent done(cudaEventDefault);
+    done.record();
+    done.synchronize();
+    auto start = clock::now();
+    c10::cuda::device_synchronize();
+    return ms_since(start);
+  }
+#else
+  (void)device;
+#endif
+  return 0.0;
 }
 
 double time_ms(const std::function<void()>& fn, const runner_options& opts) {

@@ -36,6 +36,25 @@ struct speedup_estimate {
 /// cancels out).
 using timed_fn = std::function<void(int64_t round)>;
 
+/// Where one call of a side lies: its round, its number among that side's calls of the round,
+/// and whether it is the side's last call of the round (the one whose output is checked).
+/// Warm-up and estimate calls have `timed` false.
+struct call_point {
+  int64_t round = 0;
+  int64_t index = 0;
+  bool last_of_round = false;
+  bool timed = true;
+};
+
+/// One side of a timing: `call` is measured; `before` (fresh inputs) and `after` (keep or
+/// poison the output) run outside the measured interval, `before` ahead of the L2 flush. On
+/// CUDA all three queue work on the current stream. Empty `before` and `after`: nothing.
+struct timed_side {
+  std::function<void(const call_point&)> before;
+  std::function<void(const call_point&)> call;
+  std::function<void(const call_point&)> after;
+};
+
 /// The reference's and the kernel's timings, taken together.
 struct paired_timing {
   side_timing reference;
@@ -52,6 +71,28 @@ struct paired_timing {
 paired_timing time_pair(const timed_fn& reference, const timed_fn& kernel,
                         const runner_options& opts, const side_timing* cached_reference = nullptr,
                         const std::function<void(const char*)>& on_side = {});
+
+/// The same with each side's preparation and clean-up outside the measured interval. do_bench's
+/// estimate (and so its number of calls) and cpu_bench's budget include them, so that they
+/// cost no more wall time than the budgets allow.
+paired_timing time_pair(const timed_side& reference, const timed_side& kernel,
+                        const runner_options& opts, const side_timing* cached_reference = nullptr,
+                        const std::function<void(const char*)>& on_side = {});
+
+/// The synchronized timer: every call between two device synchronizations, timed by the host's
+/// clock, so that work on any stream or deferred to later is inside the measurement (and so is
+/// the launch). Reference and kernel alternate in `rounds` rounds of calls within the budget
+/// (2 x opts.gpu_rep_ms of calls per side on CUDA, cpu_bench's on a CPU). Used to re-verify an
+/// outlier and for a kernel that left work off the timed stream.
+paired_timing time_pair_synchronized(const timed_side& reference, const timed_side& kernel,
+                                     const runner_options& opts, int64_t rounds,
+                                     const side_timing* cached_reference = nullptr,
+                                     const std::function<void(const char*)>& on_side = {});
+
+/// After `fn` ran on the current CUDA stream: waits for that stream, then times a device-wide
+/// synchronization. What that waited for is work the call left elsewhere on the device (another
+/// stream, a thread): the milliseconds it took. 0 on a CPU.
+double pending_device_work_ms(const std::string& device);
 
 /// Times one function alone (for benchmarks): the mean per call in milliseconds.
 double time_ms(const std::function<void()>& fn, const runner_options& opts);

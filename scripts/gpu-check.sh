@@ -9,7 +9,9 @@
 # BBCLUSTER_PYTHON picks the Python (default: python3 on PATH); TRACES_DIR holds the operator
 # traces (default: data/traces of the checkout). GPU_CHECK_STEPS picks the steps after
 # the build (default: all of tests,timing,compile,sweep,campaign,sweepbench; sweepbench-quick
-# runs the sweep benchmark without its --topn 20 run).
+# runs the sweep benchmark without its --topn 20 run; checks runs the exploit checks' cost,
+# the included set with them off and on; exploits runs the exploit corpus and the runner's
+# [gpu] tests alone).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=$(mkdir -p "${1:?usage: gpu-check.sh OUT_DIR [TRACES_DIR]}" && cd "$1" && pwd)
@@ -26,7 +28,7 @@ step() { echo "== $1 ($(date +%T))" | tee -a "$out/steps.txt"; }
 step "build"
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 start=$(date +%s)
-"$here/scripts/setup.sh" > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
+"$here/scripts/setup.sh" --all > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
 echo "build took $(( $(date +%s) - start )) s" | tee -a "$out/steps.txt"
 
 if want tests; then
@@ -42,6 +44,12 @@ if [ ! -e /dev/nvidia1 ] && [ -e /dev/nvidia0 ] && [ "$(id -u)" = 0 ] \
     | tee "$out/gpu_slot_isolation.txt" | tail -5
   rm -f /dev/nvidia1
 fi
+fi
+
+if want exploits; then
+step "exploit corpus and the runner's [gpu] tests"
+timeout 300 "$build/tests/bb_integration_tests" "the exploit corpus on the GPU" 2>&1 | tee "$out/exploits_gpu.txt" | tail -25
+timeout 300 "$build/tests/bb_runner_tests" 2>&1 | tee "$out/runner_tests.txt" | tail -15
 fi
 
 if want timing; then
@@ -85,5 +93,10 @@ step "sweep benchmark (included set, aten: topn 1 cold and warm, topn 5, adaptiv
 quick=""; want sweepbench-quick && quick="--quick"
 timeout 560 "$build/bench/bench_sweep" $quick --data "$traces/backendbench/backend_bench_problems_included.txt" \
   --keep "${TMPDIR:-/tmp}/bench_sweep" 2>&1 | tee "$out/bench_sweep.txt" | tail -40
+fi
+if want checks; then
+step "the exploit checks' cost (included set, aten, topn 1: off, on, on, off)"
+timeout 560 "$build/bench/bench_sweep" --checks --data "$traces/backendbench/backend_bench_problems_included.txt" \
+  --keep "${TMPDIR:-/tmp}/bench_checks" 2>&1 | tee "$out/bench_checks.txt" | tail -20
 fi
 step "done"

@@ -68,6 +68,28 @@ TEST_CASE("a reference timing is found again under the same key only", "[core]")
   CHECK(reference_cache::key("aten.relu.default", "x", p, cpu) != cpu1);
 }
 
+TEST_CASE("a reference timed on fresh inputs has its own key; without the checks the key is "
+          "as before", "[core]") {
+  auto checked = cuda_opts();
+  REQUIRE(checked.exploit_checks);
+  auto plain = cuda_opts();
+  plain.exploit_checks = false;
+  auto with = reference_cache::key("aten.relu.default", "x", h200(), checked);
+  auto without = reference_cache::key("aten.relu.default", "x", h200(), plain);
+  CHECK(with != without);
+  CHECK_THAT(with, Catch::Contains("\"fresh_inputs\":true"));
+  // The key caches written before the checks existed were stored under.
+  CHECK(without == "{\"device\":\"cuda: NVIDIA H200\",\"driver\":\"cuda 13.0\","
+                   "\"flush_bytes\":268435456,\"gpu_rep_ms\":100.0,\"gpu_warmup_ms\":25.0,"
+                   "\"input\":\"x\",\"op\":\"aten.relu.default\",\"rounds\":5,"
+                   "\"timer\":\"do_bench\",\"torch\":\"2.11.0\"}");
+  // The other checks' settings do not change what the reference's timing means.
+  auto other = checked;
+  other.suspicious_speedup = 3;
+  other.extra_inputs = true;
+  CHECK(reference_cache::key("aten.relu.default", "x", h200(), other) == with);
+}
+
 TEST_CASE("a torn cache entry counts as none; a disabled cache keeps nothing", "[core]") {
   test::temp_dir dir;
   reference_cache cache(dir / "refs");

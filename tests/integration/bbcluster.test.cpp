@@ -162,7 +162,8 @@ TEST_CASE("the help lists BackendBench's flags and ours", "[integration]") {
                     "--kernel-agent-workers", "--kernel-agent-max-rounds", "--ops-directory",
                     "--log-dir", "--disable-output-logs", "--p", "--log-level", "--data",
                     "--nodes", "--config", "--resume", "--devices", "--llm-provider",
-                    "--llm-base-url", "--llm-dsl", "--kernel-agent-python"})
+                    "--llm-base-url", "--llm-dsl", "--kernel-agent-python", "--no-exploit-checks",
+                    "--extra-inputs"})
     CHECK(help.out.find(flag) != std::string::npos);
 }
 

@@ -28,6 +28,9 @@ struct sweep_facts {
   size_t ops = 0;
   std::map<std::string, std::string> bad_outcomes;
   std::map<std::string, std::string> flagged;
+  /// Operators whose only flag is suspicious_speedup and whose re-measured speedup is aten's
+  /// own (0.5 to 2): a noisy first measurement the outlier check put right.
+  std::map<std::string, std::string> reverified;
   std::map<std::string, std::string> incorrect;
   std::map<std::string, std::string> skipped;
 };
@@ -46,8 +49,20 @@ sweep_facts sweep(const bb::test::temp_dir& dir, const std::string& flags) {
     auto outcome = j["outcome"].get<std::string>();
     if (outcome != "ok")
       f.bad_outcomes[op] = outcome + ": " + j["detail"].get<std::string>();
-    if (!j["flags"].empty())
-      f.flagged[op] = j["flags"].dump();
+    bool put_right = j["flags"] == json::array({"suspicious_speedup"});
+    std::string figures;
+    for (auto& p : j["performance"]) {
+      if (p.value("unverified_speedup", 0.0) <= 0.0)
+        continue;
+      double again = p["speedup"].get<double>();
+      put_right = put_right && again >= 0.5 && again <= 2.0;
+      figures += "first " + std::to_string(p["unverified_speedup"].get<double>()) + ", again "
+                 + std::to_string(again) + "; ";
+    }
+    if (put_right)
+      f.reverified[op] = figures;
+    else if (!j["flags"].empty())
+      f.flagged[op] = j["flags"].dump() + " " + figures;
     for (auto& c : j["correctness"]) {
       auto type = c["error_type"].get<std::string>();
       if (type == "reference_error" || type == "unsupported")
@@ -76,16 +91,21 @@ std::string listing(const std::map<std::string, std::string>& m) {
 }
 
 // What the control experiment must show wherever it runs: every operator ran, all of them
-// correct, no honesty flag, no crash or other failure of a whole job.
-void check_control(const sweep_facts& f) {
+// correct, no honesty flag, no crash or other failure of a whole job. With the CPU's few timed
+// calls of a few microseconds each, one hiccup of the machine can make a first measurement
+// look 10x off; `noisy_timing` accepts such an outlier when its measurement again is aten's.
+void check_control(const sweep_facts& f, bool noisy_timing = false) {
   INFO(f.err.substr(f.err.size() > 6000 ? f.err.size() - 6000 : 0));
   REQUIRE(f.status == 0);
   CHECK(f.ops == 136);
   INFO("outcomes other than ok:\n" << listing(f.bad_outcomes));
   INFO("flagged:\n" << listing(f.flagged));
   INFO("incorrect:\n" << listing(f.incorrect));
+  INFO("re-measured outliers:\n" << listing(f.reverified));
   CHECK(f.bad_outcomes.empty());
   CHECK(f.flagged.empty());
+  if (!noisy_timing)
+    CHECK(f.reverified.empty());
   CHECK(f.incorrect.empty());
   CHECK(f.out.find("correctness score (mean pass rate over all operators): 1.00\n") == 0);
 }
@@ -98,10 +118,10 @@ TEST_CASE("aten against itself on the included set, CPU-sized inputs: "
   bb::test::temp_dir dir;
   bb::test::write_file(dir / "settings.toml",
                        "[evaluator]\ncpu_threads = 1\n"
-                       "[timing]\ncpu_warmup = 1\ncpu_runs = 3\ncpu_max_seconds = 0.2\n"
+                       "[timing]\ncpu_warmup = 2\ncpu_runs = 20\ncpu_max_seconds = 0.2\n"
                        "reference_cache = false\n");
   auto f = sweep(dir, "--smallest-inputs --devices 2 --config " + dir / "settings.toml");
-  check_control(f);
+  check_control(f, true);
   INFO("left out:\n" << listing(f.skipped));
   // aten's CPU kernels reject a few of the GPU's mixed-precision inputs, or crash on an input
   // they do not check (random indices): such an input is the reference's failure and is left

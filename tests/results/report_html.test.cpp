@@ -108,3 +108,23 @@ TEST_CASE("report.html shows a campaign's versions and which one stands", "[core
   page.versions.clear();
   CHECK_THAT(render_report_html(page, "now"), !Catch::Contains("<h2>Versions</h2>"));
 }
+
+TEST_CASE("report.html's operator table has a flags column, empty for none", "[core]") {
+  report_page page;
+  page.ops_total = 2;
+  page.results = {timed("aten.relu.default", true, {1.5}), timed("aten.add.Tensor", true, {1.2, 1.1})};
+  page.results[1].flags = {"suspicious_speedup", "work_off_timed_stream"};
+  page.results[1].performance[0].unverified_speedup = 30.0;
+  auto html = render_report_html(page, "now");
+  CHECK_THAT(html, Catch::Contains("<th data-type=\"text\">flags</th>"));
+  CHECK(count(html, "<td class=\"flags\">") == 1); // relu's, empty
+  CHECK_THAT(html, Catch::Contains("<td class=\"flags\"></td>"));
+  CHECK_THAT(html, Catch::Contains(">suspicious_speedup, work_off_timed_stream</td>"));
+  CHECK_THAT(html, Catch::Contains("title=\"input 0: 30.00x at first, 1.20x measured again\""));
+  // A row has as many cells as the header has columns.
+  auto header = count(html, "<th data-type=");
+  auto row_start = html.find("<tr><td>relu.default</td>");
+  REQUIRE(row_start != std::string::npos);
+  auto row = html.substr(row_start, html.find("</tr>", row_start) - row_start);
+  CHECK(count(row, "<td") == header);
+}

@@ -122,3 +122,46 @@ TEST_CASE("operators the backend does not implement are named in the summary, no
   REQUIRE(write_reports(plain.path, "bbcluster", results, s) == "");
   CHECK(test::read_file(plain / "OVERALL_SUMMARY.md").find("Not Evaluated") == std::string::npos);
 }
+
+TEST_CASE("the summary lists every flag per operator and each speedup measured again", "[core]") {
+  test::temp_dir dir;
+  auto results = sample_results();
+  auto s = score_results(results, 1.0);
+  REQUIRE(write_reports(dir.path, "bbcluster", results, s) == "");
+  CHECK(test::read_file(dir / "OVERALL_SUMMARY.md").find("## Flags") == std::string::npos);
+
+  results[0].flags = {"work_off_timed_stream", "suspicious_speedup"};
+  auto& p = results[0].performance[0];
+  p.unverified_speedup = 40.0;
+  p.speedup = 1.25;
+  p.timer = "synchronized";
+  results[1].flags = {"replaces_timer"};
+  s = score_results(results, 1.0);
+  test::temp_dir flagged;
+  REQUIRE(write_reports(flagged.path, "bbcluster", results, s) == "");
+  auto md = test::read_file(flagged / "OVERALL_SUMMARY.md");
+  CHECK(md.find("## Flags") != std::string::npos);
+  CHECK(md.find("| relu.default | suspicious_speedup, work_off_timed_stream |") != std::string::npos);
+  CHECK(md.find("| add.Tensor | replaces_timer |") != std::string::npos);
+  CHECK(md.find("| relu.default | ((T([1024, 1024], f32),), {}) | 40.0000x | 1.2500x |")
+        != std::string::npos);
+  // The flags are counted in the jobs line as before.
+  CHECK(md.find("flagged replaces_timer 1") != std::string::npos);
+
+  // full_results.json carries the two new fields beside BackendBench's; the cache's round
+  // means stay out; operator_summary.csv keeps its columns, the counted speedup in them.
+  auto full = json::parse(test::read_file(flagged / "full_results.json"));
+  bool seen = false;
+  for (auto& row : full)
+    if (row["test_type"] == "performance" && row["op_name"] == "relu.default") {
+      seen = true;
+      CHECK(row["unverified_speedup"] == 40.0);
+      CHECK(row["timer"] == "synchronized");
+      CHECK(row["speedup"] == 1.25);
+      CHECK_FALSE(row.contains("reference_round_means_ms"));
+    }
+  CHECK(seen);
+  auto csv = test::read_file(flagged / "operator_summary.csv");
+  CHECK(csv.find("\nrelu.default,2,1,1,1,1,0,0,1.0,1.25,1.25,0.0,0.0\r\n") != std::string::npos);
+  CHECK(csv.find("flag") == std::string::npos);
+}

@@ -343,13 +343,30 @@ TEST_CASE("timings come in alternating rounds with a confidence interval; a cach
                      "time_reference", "time_kernel"})
     CHECK(r.phases.count(phase) == 1);
 
-  // With the reference's timing given, it is used as it is.
+  // With the reference's timing given, it is used as it is (the outlier check off).
   job.cached_references.push_back({0, 123.0, {120.0, 126.0}});
+  opts.suspicious_speedup = 0.0;
   auto cached = evaluate_job(job, opts, [](const step&) {});
   CHECK(cached.performance[0].reference_cached);
   CHECK(cached.performance[0].reference_time_ms == 123.0);
   CHECK(cached.performance[0].reference_round_means_ms.empty());
   CHECK(cached.performance[0].speedup > 10.0);
+  CHECK(cached.performance[0].timer == "cpu_bench");
+  CHECK(cached.flags.empty());
+
+  // With it on, a speedup over its threshold is measured again, both sides afresh with the
+  // synchronized timer, and that figure counts: the bogus cached time is found out.
+  opts.suspicious_speedup = 10.0;
+  auto checked = evaluate_job(job, opts, [](const step&) {});
+  auto& q = checked.performance[0];
+  INFO(q.error_msg);
+  CHECK(q.successfully_ran);
+  CHECK(q.unverified_speedup > 10.0);
+  CHECK(q.speedup < 3.0);
+  CHECK(q.timer == "synchronized");
+  CHECK_FALSE(q.reference_cached);
+  CHECK(q.timing_rounds == 10);
+  CHECK(checked.flags == std::vector<std::string>{"suspicious_speedup"});
 }
 
 TEST_CASE("the speedup interval: wide for noisy rounds, absent for one round", "[core]") {

@@ -1,0 +1,358 @@
+#include "runner/guards.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <ATen/SparseTensorImpl.h>
+
+#ifdef BB_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace bb::runner {
+
+namespace {
+
+// Every tensor of a value, a sparse one as its indices and values.
+void each_tensor(const c10::IValue& v, const std::function<void(const at::Tensor&)>& f) {
+  if (v.isTensor()) {
+    const auto& t = v.toTensor();
+    if (!t.defined())
+      return;
+    if (t.is_sparse()) {
+      f(t._indices());
+      f(t._values());
+    } else {
+      f(t);
+    }
+  } else if (v.isTensorList()) {
+    for (const auto& t : v.toTensorList())
+      each_tensor(c10::IValue(static_cast<at::Tensor>(t)), f);
+  } else if (v.isList()) {
+    for (const auto& x : v.toListRef())
+      each_tensor(x, f);
+  } else if (v.isTuple()) {
+    for (const auto& x : v.toTupleRef().elements())
+      each_tensor(x, f);
+  }
+}
+
+void each_tensor(const built_call& call, const std::function<void(const at::Tensor&)>& f) {
+  for (const auto& a : call.args)
+    each_tensor(a, f);
+  for (const auto& [name, v] : call.kwargs)
+    each_tensor(v, f);
+}
+
+// A tensor over all of `t`'s storage, as elements of `dtype`; undefined when the storage is not
+// a whole number of them or is not plain memory.
+at::Tensor whole_storage(const at::Tensor& t, at::ScalarType dtype) {
+  if (t.layout() != at::kStrided || !t.has_storage() || t.is_meta())
+    return {};
+  const auto& storage = t.storage();
+  auto size = static_cast<int64_t>(c10::elementSize(dtype));
+  auto nbytes = static_cast<int64_t>(storage.nbytes());
+  if (nbytes == 0 || nbytes % size != 0 || !storage.data())
+    return {};
+  return at::empty({0}, t.options().dtype(dtype)).set_(storage, 0, {nbytes / size}, {1});
+}
+
+bool is_float(const at::Tensor& t) {
+  return t.is_floating_point() || t.is_complex();
+}
+
+at::ScalarType real_type(const at::Tensor& t) {
+  return t.is_complex() ? c10::toRealValueType(t.scalar_type()) : t.scalar_type();
+}
+
+uint64_t mix(uint64_t h, uint64_t x) {
+  // splitmix64's finalizer over a running hash: distinct inputs give unrelated seeds.
+  h ^= x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebULL;
+  h ^= h >> 31;
+  return h;
+}
+
+} // namespace
+
+void refresh_floats(built_call& call, uint64_t seed, const at::Device& device) {
+  auto gen = make_input_generator(seed, device);
+  each_tensor(call, [&](const at::Tensor& t) {
+    if (!is_float(t))
+      return;
+    if (auto whole = whole_storage(t, real_type(t)); whole.defined())
+      whole.uniform_(0.0, 1.0, gen);
+  });
+}
+
+uint64_t call_seed(uint64_t input_seed, uint64_t measurement, int64_t round, int64_t index,
+                   bool timed, bool last_of_round) {
+  auto h = mix(mix(input_seed, measurement + 1), timed ? 1 : 2);
+  h = mix(h, static_cast<uint64_t>(round) + 1);
+  return mix(h, last_of_round ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(index) + 1);
+}
+
+void poison_outputs(const c10::IValue& value, const built_call& keep) {
+  std::vector<const void*> kept;
+  each_tensor(keep, [&](const at::Tensor& t) {
+    if (t.has_storage())
+      kept.push_back(t.storage().data());
+  });
+  std::set<const void*> done;
+  each_tensor(value, [&](const at::Tensor& t) {
+    if (t.layout() != at::kStrided || !t.has_storage() || t.is_meta())
+      return;
+    const void* data = t.storage().data();
+    if (!data || std::find(kept.begin(), kept.end(), data) != kept.end() || !done.insert(data).second)
+      return;
+    auto bytes = whole_storage(t, at::kByte);
+    if (bytes.defined())
+      bytes.fill_(t.scalar_type() == at::kBool ? 1 : 0xFF);
+  });
+}
+
+bool has_float_tensors(const built_call& call) {
+  bool any = false;
+  each_tensor(call, [&](const at::Tensor& t) { any = any || (is_float(t) && t.numel() > 0); });
+  return any;
+}
+
+std::vector<variant> extra_inputs(const built_call& call, uint64_t seed, const at::Device& device) {
+  std::vector<variant> out;
+  for (const char* name : {"signed values", "special values"}) {
+    variant v{name, clone_call(call)};
+    auto gen = make_input_generator(mix(seed, out.size() + 0x5eed), device);
+    bool special = out.size() == 1;
+    each_tensor(v.call, [&](const at::Tensor& t) {
+      if (!is_float(t))
+        return;
+      auto whole = whole_storage(t, real_type(t));
+      if (!whole.defined())
+        return;
+      whole.uniform_(-3.0, 3.0, gen);
+      if (!special)
+        return;
+      // Every 7th element zero, and one in 11, 13 and 17 +inf, -inf and NaN, from an offset of
+      // the storage so that small tensors get each kind too.
+      auto n = whole.numel();
+      auto put = [&](int64_t start, int64_t step, double value) {
+        if (start < n)
+          whole.slice(0, start, n, step).fill_(value);
+      };
+      put(0, 7, 0.0);
+      put(1, 11, std::numeric_limits<double>::infinity());
+      put(2, 13, -std::numeric_limits<double>::infinity());
+      put(3, 17, std::numeric_limits<double>::quiet_NaN());
+    });
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::string not_plain(const c10::IValue& value) {
+  std::string why;
+  each_tensor(value, [&](const at::Tensor& t) {
+    if (!why.empty())
+      return;
+    auto* impl = t.unsafeGetTensorImpl();
+    if (t.is_meta())
+      why = "a meta tensor (no data)";
+    else if (t.key_set().has(c10::DispatchKey::Python))
+      why = "a tensor with Python dispatch (a tensor subclass or mode)";
+    else if (typeid(*impl) != typeid(c10::TensorImpl) && typeid(*impl) != typeid(at::SparseTensorImpl))
+      why = std::string("a wrapped tensor (") + typeid(*impl).name() + ")";
+  });
+  return why;
+}
+
+bool shares_storage(const c10::IValue& a, const c10::IValue& b) {
+  std::vector<at::Tensor> xs;
+  each_tensor(a, [&](const at::Tensor& t) {
+    if (t.has_storage() && t.numel() > 0)
+      xs.push_back(t);
+  });
+  bool shared = false;
+  each_tensor(b, [&](const at::Tensor& t) {
+    for (auto& x : xs)
+      shared = shared || (t.has_storage() && t.numel() > 0 && t.storage().is_alias_of(x.storage()));
+  });
+  return shared;
+}
+
+// --- the dispatcher ---------------------------------------------------------------------------
+
+namespace {
+
+// The operators the evaluation itself calls: building and refreshing inputs, comparing,
+// poisoning, copying.
+const std::set<std::string>& relied_on() {
+  static const std::set<std::string> names = {
+    "aten::abs", "aten::add", "aten::all", "aten::any", "aten::as_strided", "aten::clone",
+    "aten::coalesce", "aten::_coalesce", "aten::copy_", "aten::div", "aten::empty", "aten::eq",
+    "aten::equal", "aten::fill_", "aten::isfinite", "aten::isnan", "aten::le", "aten::logical_and",
+    "aten::logical_or", "aten::max", "aten::mul", "aten::ne", "aten::random_", "aten::remainder",
+    "aten::reshape", "aten::set_", "aten::slice", "aten::stack", "aten::sub", "aten::sum",
+    "aten::_to_copy", "aten::to", "aten::uniform_", "aten::view", "aten::view_as_complex",
+    "aten::view_as_real", "aten::where", "aten::zero_", "aten::zeros", "aten::narrow",
+    "aten::amax", "aten::maximum", "aten::gt", "aten::lt", "aten::ge"};
+  return names;
+}
+
+// The dispatcher's entries of `op` for the keys a call on a CPU or CUDA tensor goes through:
+// the computed table (which kernel runs) and every registration, the displaced ones as
+// "CPU (inactive): ..." too, so that a kernel registered over aten's under aten's own file
+// and line still shows. Other keys' entries (Meta, Python, backends never used here) change as
+// libraries register fake and meta kernels, which does not bend an evaluation.
+size_t table_hash(const c10::OperatorHandle& op) {
+  static const std::set<std::string> keys = {"CPU", "CUDA", "AutogradCPU", "AutogradCUDA",
+                                             "ADInplaceOrView", "BackendSelect", "AutocastCPU",
+                                             "AutocastCUDA", "CompositeImplicitAutograd",
+                                             "CompositeExplicitAutograd", "Autograd"};
+  std::string kept;
+  for (const auto& text : {op.dumpComputedTable(), op.dumpState()}) {
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);)
+      if (keys.count(line.substr(0, line.find_first_of(": "))))
+        kept += line + "\n";
+    kept += "--\n";
+  }
+  return std::hash<std::string>{}(kept);
+}
+
+std::string full_name(const c10::OperatorName& n) {
+  return n.name + (n.overload_name.empty() ? "" : "." + n.overload_name);
+}
+
+} // namespace
+
+dispatcher_fingerprint::dispatcher_fingerprint(const c10::OperatorHandle& op) {
+  auto& d = c10::Dispatcher::singleton();
+  tables_[full_name(op.operator_name())] = table_hash(op);
+  static const std::vector<c10::OperatorName> names = [] {
+    std::vector<c10::OperatorName> out;
+    for (auto& n : c10::Dispatcher::singleton().getAllOpNames())
+      if (relied_on().count(n.name))
+        out.push_back(n);
+    return out;
+  }();
+  for (auto& n : names)
+    if (auto h = d.findOp(n))
+      tables_[full_name(n)] = table_hash(*h);
+}
+
+std::vector<std::string> dispatcher_fingerprint::changed() const {
+  std::vector<std::string> out;
+  auto& d = c10::Dispatcher::singleton();
+  for (auto& [name, hash] : tables_) {
+    auto dot = name.find('.');
+    c10::OperatorName n{name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1)};
+    auto h = d.findOp(n);
+    if (!h || table_hash(*h) != hash)
+      out.push_back(name);
+  }
+  return out;
+}
+
+// --- process state ----------------------------------------------------------------------------
+
+std::map<std::string, std::string> process_state::read() const {
+  auto& ctx = at::globalContext();
+  auto b = [](bool x) { return std::string(x ? "true" : "false"); };
+  std::map<std::string, std::string> v;
+  v["intra-op threads"] = std::to_string(at::get_num_threads());
+  v["grad mode"] = b(c10::GradMode::is_enabled());
+  v["deterministic algorithms"] = b(ctx.deterministicAlgorithms());
+  v["cudnn benchmark"] = b(ctx.benchmarkCuDNN());
+  v["cudnn deterministic"] = b(ctx.deterministicCuDNN());
+  v["cudnn enabled"] = b(ctx.userEnabledCuDNN());
+  v["float32 matmul precision"] = std::to_string(static_cast<int>(ctx.float32MatmulPrecision()));
+  v["fp16 reduction in cuBLAS"] = std::to_string(static_cast<int>(ctx.allowFP16ReductionCuBLAS()));
+  v["bf16 reduction in cuBLAS"] = std::to_string(static_cast<int>(ctx.allowBF16ReductionCuBLAS()));
+  v["fp16 reduction on the CPU"] = b(ctx.allowFP16ReductionCPU());
+  v["TF32 in cuBLAS"] = b(ctx.allowTF32CuBLAS());
+  v["TF32 in cuDNN"] = b(ctx.allowTF32CuDNN());
+#ifdef BB_WITH_CUDA
+  if (device_ == "cuda")
+    v["current CUDA stream"] = std::to_string(c10::cuda::getCurrentCUDAStream().id());
+#endif
+  return v;
+}
+
+process_state::process_state(std::string device)
+  : keys_(c10::impl::tls_local_dispatch_key_set()), device_(std::move(device)) {
+  values_ = read();
+  threads_ = at::get_num_threads();
+  grad_ = c10::GradMode::is_enabled();
+}
+
+process_state::changes process_state::compare() const {
+  changes out;
+  auto now = read();
+  for (auto& [name, before] : values_)
+    if (now[name] != before)
+      out.global.push_back(name + ": " + before + " -> " + now[name]);
+  if (auto n = c10::impl::TorchDispatchModeTLS::stack_len(); n > 0)
+    out.dispatch.push_back(std::to_string(n) + " dispatch mode(s) left on");
+  auto keys = c10::impl::tls_local_dispatch_key_set();
+  if (!(keys.included_ == keys_.included_) || !(keys.excluded_ == keys_.excluded_))
+    out.dispatch.push_back("the thread's dispatch keys changed");
+  return out;
+}
+
+void process_state::restore() const {
+  while (c10::impl::TorchDispatchModeTLS::stack_len() > 0)
+    c10::impl::TorchDispatchModeTLS::pop_stack();
+  c10::impl::_force_tls_local_dispatch_key_set(keys_);
+  if (at::get_num_threads() != threads_)
+    at::set_num_threads(static_cast<int>(threads_));
+  c10::GradMode::set_enabled(grad_);
+  auto& ctx = at::globalContext();
+  auto was = [&](const char* name) { return values_.at(name) == "true"; };
+  ctx.setDeterministicAlgorithms(was("deterministic algorithms"), ctx.deterministicAlgorithmsWarnOnly());
+  ctx.setBenchmarkCuDNN(was("cudnn benchmark"));
+  ctx.setDeterministicCuDNN(was("cudnn deterministic"));
+  ctx.setUserEnabledCuDNN(was("cudnn enabled"));
+  ctx.setAllowFP16ReductionCPU(was("fp16 reduction on the CPU"));
+  ctx.setAllowTF32CuBLAS(was("TF32 in cuBLAS"));
+  ctx.setAllowTF32CuDNN(was("TF32 in cuDNN"));
+#ifdef BB_WITH_CUDA
+  if (device_ == "cuda")
+    c10::cuda::setCurrentCUDAStream(c10::cuda::getDefaultCUDAStream());
+#endif
+}
+
+void poison_free_device_memory(const std::string& device) {
+#ifdef BB_WITH_CUDA
+  if (device != "cuda")
+    return;
+  auto stream = c10::cuda::getCurrentCUDAStream();
+  auto snap = c10::cuda::CUDACachingAllocator::snapshot({0, 0}, false);
+  for (const auto& seg : snap.segments) {
+    size_t at = seg.address;
+    for (const auto& block : seg.blocks) {
+      if (!block.allocated && !block.active && block.size > 0)
+        (void)cudaMemsetAsync(reinterpret_cast<void*>(at), 0xFF, block.size, stream.stream());
+      at += block.size;
+    }
+  }
+#else
+  (void)device;
+#endif
+}
+
+} // namespace bb::runner

@@ -1,0 +1,107 @@
+#pragma once
+
+// Checks against reward hacking (docs/architecture.md, "Checks against reward hacking"): what
+// the runner does around a kernel's calls so that no kernel earns a verdict or a speedup it
+// did not compute. Fresh inputs for every timed call, outputs poisoned once used, extra inputs
+// with signed and special values, and tamper checks of the process state the evaluation
+// relies on (the dispatcher, dispatch modes, global settings, output types).
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+
+#include "runner/inputs.hpp"
+#include "runner/kernel.hpp"
+
+namespace bb::runner {
+
+/// Refills every floating-point (and complex) tensor of `call` in place, over its whole
+/// storage, with make_tensor's distribution (uniform in [0, 1)) drawn from `seed`: the same
+/// kinds of values as the input's own, but ones no earlier call has seen. Integer and bool
+/// tensors (indices, masks) stay as they are.
+void refresh_floats(built_call& call, uint64_t seed, const at::Device& device);
+
+/// The content seed of one call: the same for both sides of a timing, different for every
+/// call of either measurement (`measurement`: 0 the first, 1 an outlier's measurement again),
+/// warm-up calls (`timed` false) apart from timed ones. The last timed call of each round takes
+/// a seed of its round alone, so that both sides' checked calls see the same values.
+uint64_t call_seed(uint64_t input_seed, uint64_t measurement, int64_t round, int64_t index,
+                   bool timed, bool last_of_round);
+
+/// Fills the storages of `value`'s tensors with the canary (every bit set: NaN for floating
+/// point, -1 for integers, true for bool) unless they share memory with a tensor of `keep`:
+/// an output once used, so that memory a later call returns without writing it reads as NaN.
+void poison_outputs(const c10::IValue& value, const built_call& keep);
+
+/// The extra inputs of a correctness input (checks.extra_inputs): its floating-point tensors
+/// made signed ("signed values": uniform in [-3, 3)), and signed with zeros, +inf, -inf and
+/// NaN at fixed places ("special values").
+struct variant {
+  std::string name;
+  built_call call;
+};
+std::vector<variant> extra_inputs(const built_call& call, uint64_t seed, const at::Device& device);
+
+/// Whether `call` has a floating-point tensor an extra input would change.
+bool has_float_tensors(const built_call& call);
+
+/// Why `value` is not made of plain dense (or sparse COO) tensors of torch's own types: "" when
+/// it is. A tensor subclass, a wrapper (functional, fake, nested), a meta tensor or one with
+/// Python dispatch is not.
+std::string not_plain(const c10::IValue& value);
+
+/// Whether two values share a tensor storage.
+bool shares_storage(const c10::IValue& a, const c10::IValue& b);
+
+/// The dispatcher's computed tables of the operators the evaluation relies on (the operator
+/// evaluated, and those of inputs, comparison and checks), as a fingerprint per operator.
+class dispatcher_fingerprint {
+public:
+  explicit dispatcher_fingerprint(const c10::OperatorHandle& op);
+  /// The operators whose table changed since construction ("aten::add.Tensor").
+  std::vector<std::string> changed() const;
+
+private:
+  std::map<std::string, size_t> tables_;
+};
+
+/// Process-wide state a kernel could change to slow the reference or to bend the evaluation:
+/// intra-op threads, grad mode, TF32 and reduced-precision flags, deterministic algorithms,
+/// the current CUDA stream, the dispatch mode stack and the thread's dispatch keys.
+class process_state {
+public:
+  /// `device`: "cpu" or "cuda", the runner's device.
+  explicit process_state(std::string device);
+  /// What differs from the state at construction, each as "NAME: BEFORE -> NOW", split into
+  /// dispatch changes (a mode or key set) and global ones.
+  struct changes {
+    std::vector<std::string> dispatch;
+    std::vector<std::string> global;
+  };
+  changes compare() const;
+  /// Puts the state at construction back: pops dispatch modes left on, the thread's dispatch
+  /// keys, threads, grad mode, the context's flags and the current CUDA stream (the matmul
+  /// precision and cuBLAS reduction options are reported, not restored: the runner is
+  /// replaced after a job that changed anything).
+  void restore() const;
+
+private:
+  std::map<std::string, std::string> read() const;
+  std::map<std::string, std::string> values_;
+  c10::impl::LocalDispatchKeySet keys_;
+  int64_t threads_ = 0;
+  bool grad_ = false;
+  std::string device_;
+};
+
+/// On CUDA: fills every free block of the caching allocator with the canary, so that memory a
+/// kernel allocates and returns without writing reads as NaN even on its first call. Nothing
+/// on a CPU.
+void poison_free_device_memory(const std::string& device);
+
+} // namespace bb::runner

@@ -1,0 +1,560 @@
+// Torch first: c10's logging defines a CHECK of its own, which Catch's must replace.
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/library.h>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runner/guards.hpp"
+#include "runner/inputs.hpp"
+#include "runner/runner.hpp"
+#include "runner/timing.hpp"
+
+using namespace bb;
+using namespace bb::runner;
+
+namespace {
+
+const c10::FunctionSchema& schema_of(const char* name, const char* overload) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload).schema();
+}
+
+built_call parsed_call(const char* text, const char* name, const char* overload, uint64_t seed) {
+  auto parsed = std::get<args::call>(args::parse_call(text));
+  return build_call(parsed, schema_of(name, overload), seed, at::kCPU);
+}
+
+bool all_true(const at::Tensor& t) {
+  return t.all().item<bool>();
+}
+
+bool any_true(const at::Tensor& t) {
+  return t.any().item<bool>();
+}
+
+bool contains(const std::vector<std::string>& xs, const std::string& prefix) {
+  return std::any_of(xs.begin(), xs.end(), [&](const std::string& x) { return x.rfind(prefix, 0) == 0; });
+}
+
+eval_job aten_job(const std::string& op, std::vector<std::string> inputs) {
+  eval_job job;
+  job.job_id = 1;
+  job.attempt = 1;
+  job.op_name = op;
+  job.kernel = {"aten", "", "", "aten", "", ""};
+  job.correctness_inputs = inputs;
+  job.performance_inputs = inputs;
+  return job;
+}
+
+runner_options quick_options() {
+  runner_options opts;
+  opts.cpu_warmup = 1;
+  opts.cpu_runs = 4;
+  opts.cpu_max_seconds = 0.5;
+  return opts;
+}
+
+} // namespace
+
+TEST_CASE("refresh_floats refills float and complex storages from its seed, not integers",
+          "[core]") {
+  // where.self: a bool condition, a float self and an int64 other, built as make_tensor does.
+  auto call = parsed_call("((T([64], b8), T([64], f32), T([64], i64)), {})", "aten::where", "self", 7);
+  auto original = clone_call(call);
+  refresh_floats(call, 11, at::kCPU);
+  auto mask = call.args[0].toTensor(), x = call.args[1].toTensor(), idx = call.args[2].toTensor();
+  CHECK(x.scalar_type() == at::kFloat);
+  CHECK_FALSE(at::equal(x, original.args[1].toTensor()));
+  CHECK(x.min().item<float>() >= 0.0f);
+  CHECK(x.max().item<float>() < 1.0f);
+  CHECK(at::equal(mask, original.args[0].toTensor()));
+  CHECK(at::equal(idx, original.args[2].toTensor()));
+
+  // The same seed gives the same values; another seed others.
+  auto again = clone_call(original), other = clone_call(original);
+  refresh_floats(again, 11, at::kCPU);
+  refresh_floats(other, 12, at::kCPU);
+  CHECK(at::equal(again.args[1].toTensor(), x));
+  CHECK_FALSE(at::equal(other.args[1].toTensor(), x));
+
+  // A strided view with gaps: every element of its storage is refilled, the gaps too.
+  auto base = at::full({10}, -5.0f);
+  auto gapped = base.as_strided({3}, {3}, 1);
+  built_call strided;
+  strided.args.push_back(gapped);
+  refresh_floats(strided, 3, at::kCPU);
+  CHECK(all_true(base.ge(0.0f)));
+  CHECK(all_true(base.lt(1.0f)));
+
+  // Complex tensors are refilled too, both parts, each in [0, 1).
+  built_call complex;
+  auto z = at::full({16}, c10::complex<float>(-2.0f, -2.0f), at::TensorOptions().dtype(at::kComplexFloat));
+  complex.kwargs.emplace("z", z);
+  refresh_floats(complex, 5, at::kCPU);
+  auto parts = at::view_as_real(z);
+  CHECK(all_true(parts.ge(0.0f)));
+  CHECK(all_true(parts.lt(1.0f)));
+  CHECK(any_true(parts.select(1, 1).ne(parts.select(1, 0))));
+}
+
+TEST_CASE("call_seed differs by call, and the last call of a round depends on its round alone",
+          "[core]") {
+  // (input seed, measurement, round, index, timed, last of round)
+  CHECK(call_seed(1, 0, 2, 3, true, false) == call_seed(1, 0, 2, 3, true, false));
+  CHECK(call_seed(1, 0, 2, 3, true, false) != call_seed(1, 0, 2, 4, true, false));
+  CHECK(call_seed(1, 0, 2, 3, true, false) != call_seed(1, 0, 3, 3, true, false));
+  CHECK(call_seed(1, 0, 2, 3, true, false) != call_seed(2, 0, 2, 3, true, false));
+  CHECK(call_seed(1, 0, 2, 3, true, true) == call_seed(1, 0, 2, 7, true, true));
+  CHECK(call_seed(1, 0, 2, 3, true, true) != call_seed(1, 0, 3, 3, true, true));
+  CHECK(call_seed(1, 0, 2, 3, true, true) != call_seed(1, 0, 2, 3, true, false));
+  // A warm-up call and a measurement again never see a first measurement's values.
+  CHECK(call_seed(1, 0, 0, 3, false, false) != call_seed(1, 0, 0, 3, true, false));
+  CHECK(call_seed(1, 1, 2, 3, true, false) != call_seed(1, 0, 2, 3, true, false));
+  CHECK(call_seed(1, 1, 2, 3, true, true) != call_seed(1, 0, 2, 3, true, true));
+  // Every call of five rounds of eight, with eight warm-up calls, distinct.
+  std::set<uint64_t> seen;
+  for (int64_t r = 0; r < 5; ++r)
+    for (int64_t i = 0; i < 8; ++i)
+      seen.insert(call_seed(99, 0, r, i, true, i == 7));
+  for (int64_t i = 0; i < 8; ++i)
+    seen.insert(call_seed(99, 0, 0, i, false, false));
+  CHECK(seen.size() == 48);
+}
+
+TEST_CASE("poison_outputs writes the canary into outputs but not into what it keeps", "[core]") {
+  auto input = at::arange(8, at::kFloat);
+  built_call keep;
+  keep.args.push_back(input);
+  auto f = at::zeros({4}, at::kFloat);
+  auto i = at::zeros({4}, at::kLong);
+  auto b = at::zeros({4}, at::kBool);
+  auto view = input.slice(0, 2, 6); // an output that is a view of an input
+  // A view into the middle of a bigger buffer: the whole buffer is poisoned.
+  auto buffer = at::zeros({10}, at::kFloat);
+  auto middle = buffer.slice(0, 3, 5);
+  c10::List<at::Tensor> list({at::zeros({3}, at::kDouble)});
+  auto out = c10::ivalue::Tuple::create({f, i, b, view, middle, c10::IValue(list)});
+  poison_outputs(out, keep);
+  CHECK(all_true(at::isnan(f)));
+  CHECK(all_true(i.eq(-1)));
+  CHECK(all_true(b));
+  CHECK(at::equal(input, at::arange(8, at::kFloat)));
+  CHECK(all_true(at::isnan(buffer)));
+  CHECK(all_true(at::isnan(list.get(0))));
+
+  // The same output twice (a tuple of aliases) is poisoned once, without harm.
+  auto twice = at::zeros({2}, at::kInt);
+  poison_outputs(c10::ivalue::Tuple::create({twice, twice}), built_call{});
+  CHECK(all_true(twice.eq(-1)));
+}
+
+TEST_CASE("extra_inputs makes signed and special-valued clones of the float tensors", "[core]") {
+  auto call = parsed_call("((T([20], f32), T([1000], f32)), {})", "aten::add", "Tensor", 3);
+  call.kwargs.emplace("idx", at::arange(20, at::kLong));
+  auto original = clone_call(call);
+  auto variants = extra_inputs(call, 5, at::kCPU);
+  REQUIRE(variants.size() == 2);
+  CHECK(variants[0].name == "signed values");
+  CHECK(variants[1].name == "special values");
+
+  for (size_t a = 0; a < 2; ++a) {
+    auto t = variants[0].call.args[a].toTensor();
+    CHECK(any_true(t.lt(0.0f)));
+    CHECK(all_true(t.ge(-3.0f)));
+    CHECK(all_true(t.lt(3.0f)));
+  }
+  // Special values even in a tensor of 20 elements.
+  for (size_t a = 0; a < 2; ++a) {
+    auto t = variants[1].call.args[a].toTensor();
+    CHECK(any_true(t.eq(0.0f)));
+    CHECK(any_true(at::isposinf(t)));
+    CHECK(any_true(at::isneginf(t)));
+    CHECK(any_true(at::isnan(t)));
+    CHECK(any_true(t.lt(0.0f) & at::isfinite(t)));
+    auto finite = t.masked_select(at::isfinite(t));
+    CHECK(all_true(finite.ge(-3.0f) & finite.lt(3.0f)));
+  }
+  for (auto& v : variants) {
+    CHECK(at::equal(v.call.kwargs.at("idx").toTensor(), at::arange(20, at::kLong)));
+    CHECK_FALSE(shares_storage(v.call.args[0], call.args[0]));
+  }
+  // The original is as it was.
+  for (size_t a = 0; a < 2; ++a)
+    CHECK(at::equal(call.args[a].toTensor(), original.args[a].toTensor()));
+  CHECK(has_float_tensors(call));
+  built_call ints;
+  ints.args.push_back(at::arange(4, at::kLong));
+  ints.args.push_back(at::zeros({0}, at::kFloat)); // empty: nothing to change
+  CHECK_FALSE(has_float_tensors(ints));
+}
+
+TEST_CASE("not_plain names a meta tensor, and shares_storage sees views but not clones", "[core]") {
+  auto x = at::rand({4, 4});
+  CHECK(not_plain(x).empty());
+  CHECK(not_plain(at::rand({3}).to_sparse()).empty());
+  auto meta = at::empty({4}, at::TensorOptions().device(at::kMeta));
+  CHECK_FALSE(not_plain(meta).empty());
+  CHECK_FALSE(not_plain(c10::ivalue::Tuple::create({x, meta})).empty());
+  CHECK(shares_storage(x, x.select(0, 1)));
+  CHECK(shares_storage(c10::ivalue::Tuple::create({at::rand({2}), x}), x.t()));
+  CHECK_FALSE(shares_storage(x.clone(), x.clone()));
+  CHECK_FALSE(shares_storage(x, x.clone()));
+}
+
+TEST_CASE("dispatcher_fingerprint names an operator whose CPU kernel was replaced", "[core]") {
+  auto relu = c10::Dispatcher::singleton().findSchemaOrThrow("aten::relu", "");
+  dispatcher_fingerprint fp(relu);
+  CHECK(fp.changed().empty());
+  auto x = at::tensor({-1.0f, 2.0f});
+  {
+    torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::CPU, __FILE__, __LINE__);
+    lib.impl("relu", [](const at::Tensor& t) { return t.clone(); });
+    CHECK(at::relu(x).min().item<float>() == -1.0f); // the replacement is what runs
+    CHECK(fp.changed() == std::vector<std::string>{"aten::relu"});
+  }
+  CHECK(at::relu(x).min().item<float>() == 0.0f);
+  CHECK(fp.changed().empty());
+
+  // The operators the evaluation relies on are watched too.
+  {
+    torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::CPU, __FILE__, __LINE__);
+    lib.impl("add.Tensor", [](const at::Tensor& a, const at::Tensor&, const at::Scalar&) { return a.clone(); });
+    CHECK(fp.changed() == std::vector<std::string>{"aten::add.Tensor"});
+  }
+  CHECK(fp.changed().empty());
+}
+
+TEST_CASE("process_state reports and restores threads, grad mode and dispatch keys", "[core]") {
+  process_state state("cpu");
+  auto none = state.compare();
+  CHECK(none.global.empty());
+  CHECK(none.dispatch.empty());
+
+  auto threads = at::get_num_threads();
+  at::set_num_threads(threads == 1 ? 2 : threads - 1);
+  auto c = state.compare();
+  CHECK(contains(c.global, "intra-op threads: " + std::to_string(threads) + " -> "));
+  CHECK(c.dispatch.empty());
+  state.restore();
+  CHECK(at::get_num_threads() == threads);
+  CHECK(state.compare().global.empty());
+
+  bool grad = c10::GradMode::is_enabled();
+  c10::GradMode::set_enabled(!grad);
+  CHECK(contains(state.compare().global, "grad mode"));
+  state.restore();
+  CHECK(c10::GradMode::is_enabled() == grad);
+  CHECK(state.compare().global.empty());
+
+  {
+    c10::impl::ExcludeDispatchKeyGuard no_autograd(c10::DispatchKey::AutogradCPU);
+    CHECK_FALSE(state.compare().dispatch.empty());
+    state.restore();
+    CHECK(state.compare().dispatch.empty());
+  }
+  CHECK(state.compare().dispatch.empty());
+
+  auto& ctx = at::globalContext();
+  bool deterministic = ctx.deterministicAlgorithms();
+  bool warn_only = ctx.deterministicAlgorithmsWarnOnly();
+  ctx.setDeterministicAlgorithms(!deterministic, false);
+  CHECK(contains(state.compare().global, "deterministic algorithms"));
+  ctx.setDeterministicAlgorithms(deterministic, warn_only);
+  CHECK(state.compare().global.empty());
+}
+
+namespace {
+
+// What a side's hooks saw, in order, with the measured calls' points.
+struct hook_log {
+  std::vector<std::string> events; // "before", "call", "after"
+  std::vector<call_point> before, call, after;
+};
+
+bool same_point(const call_point& a, const call_point& b) {
+  return a.round == b.round && a.index == b.index && a.last_of_round == b.last_of_round && a.timed == b.timed;
+}
+
+timed_side logged_side(hook_log& log, std::vector<std::string>& order, const char* name,
+                       std::chrono::milliseconds pause) {
+  timed_side s;
+  s.before = [&log, pause](const call_point& p) {
+    log.events.push_back("before");
+    log.before.push_back(p);
+    std::this_thread::sleep_for(pause);
+  };
+  s.call = [&log, &order, name](const call_point& p) {
+    log.events.push_back("call");
+    log.call.push_back(p);
+    if (p.timed)
+      order.push_back(std::string(name) + " " + std::to_string(p.round));
+  };
+  s.after = [&log, pause](const call_point& p) {
+    log.events.push_back("after");
+    log.after.push_back(p);
+    std::this_thread::sleep_for(pause);
+  };
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("time_pair runs each side's before and after hooks outside the measured calls",
+          "[core]") {
+  runner_options opts;
+  opts.device = "cpu";
+  opts.cpu_warmup = 3;
+  opts.cpu_runs = 12;
+  opts.cpu_max_seconds = 0; // fixed counts
+  opts.rounds = 4;
+  hook_log ref, ker;
+  std::vector<std::string> order;
+  auto pause = std::chrono::milliseconds(5);
+  std::vector<std::string> sides_told;
+  auto t = time_pair(logged_side(ref, order, "reference", pause), logged_side(ker, order, "kernel", pause), opts,
+                     nullptr, [&](const char* s) { sides_told.push_back(s); });
+
+  for (auto* log : {&ref, &ker}) {
+    // Each call: before, the call, after, once each, with the same point.
+    REQUIRE(log->events.size() == 3 * (3 + 12));
+    for (size_t k = 0; k < log->events.size(); k += 3) {
+      CHECK(log->events[k] == "before");
+      CHECK(log->events[k + 1] == "call");
+      CHECK(log->events[k + 2] == "after");
+    }
+    REQUIRE(log->call.size() == 15);
+    for (size_t k = 0; k < log->call.size(); ++k) {
+      CHECK(same_point(log->before[k], log->call[k]));
+      CHECK(same_point(log->after[k], log->call[k]));
+    }
+    // Three warm-up calls, untimed, then 12 timed in 4 rounds of 3; the last of each round
+    // alone is last_of_round.
+    for (size_t k = 0; k < 3; ++k) {
+      CHECK_FALSE(log->call[k].timed);
+      CHECK_FALSE(log->call[k].last_of_round);
+    }
+    std::map<int64_t, std::vector<call_point>> rounds;
+    for (size_t k = 3; k < log->call.size(); ++k) {
+      CHECK(log->call[k].timed);
+      rounds[log->call[k].round].push_back(log->call[k]);
+    }
+    REQUIRE(rounds.size() == 4);
+    for (auto& [r, points] : rounds) {
+      REQUIRE(points.size() == 3);
+      for (size_t k = 0; k < points.size(); ++k) {
+        CHECK(points[k].index == static_cast<int64_t>(k));
+        CHECK(points[k].last_of_round == (k + 1 == points.size()));
+      }
+    }
+  }
+  // The hooks' 5 ms pauses are not in the measured times.
+  CHECK(t.reference.mean_ms < 1.0);
+  CHECK(t.kernel.mean_ms < 1.0);
+  CHECK(t.reference.calls == 12);
+  CHECK(t.kernel.calls == 12);
+  CHECK(t.reference.round_means_ms.size() == 4);
+  CHECK(t.kernel.round_means_ms.size() == 4);
+  // Odd rounds time the kernel first.
+  REQUIRE(order.size() == 24);
+  CHECK(order.front() == "reference 0");
+  CHECK(order[3] == "kernel 0");
+  CHECK(order[6] == "kernel 1");
+  CHECK(order[9] == "reference 1");
+  CHECK(std::count(sides_told.begin(), sides_told.end(), "kernel") >= 4);
+
+  // cpu_bench's budget includes the hooks: 5 ms pauses around each call leave room for about
+  // 50 / 10 calls of a 50 ms budget, not 100.
+  opts.cpu_max_seconds = 0.05;
+  opts.cpu_runs = 100;
+  opts.cpu_warmup = 10;
+  opts.rounds = 2;
+  hook_log ref2, ker2;
+  auto budgeted = time_pair(logged_side(ref2, order, "reference", pause),
+                            logged_side(ker2, order, "kernel", pause), opts);
+  CHECK(budgeted.kernel.calls <= 5);
+  CHECK(budgeted.kernel.calls >= 1);
+  CHECK(ker2.before.size() == ker2.call.size());
+  CHECK(ker2.after.size() == ker2.call.size());
+
+  CHECK(pending_device_work_ms("cpu") == 0.0);
+}
+
+TEST_CASE("time_pair_synchronized on the CPU returns one mean per round and side", "[core]") {
+  auto opts = quick_options();
+  hook_log ref, ker;
+  std::vector<std::string> order;
+  auto t = time_pair_synchronized(logged_side(ref, order, "reference", {}), logged_side(ker, order, "kernel", {}),
+                                  opts, 6);
+  CHECK(t.reference.round_means_ms.size() == 6);
+  CHECK(t.kernel.round_means_ms.size() == 6);
+  CHECK(ker.before.size() == ker.call.size());
+  CHECK(ker.after.size() == ker.call.size());
+  std::set<int64_t> last_rounds;
+  for (auto& p : ker.call)
+    if (p.timed && p.last_of_round)
+      last_rounds.insert(p.round);
+  CHECK(last_rounds.size() == 6);
+
+  // With a cached reference, only the kernel runs.
+  side_timing cached{2.0, {2.0, 2.0}, 10};
+  hook_log ref2, ker2;
+  auto c = time_pair_synchronized(logged_side(ref2, order, "reference", {}), logged_side(ker2, order, "kernel", {}),
+                                  opts, 3, &cached);
+  CHECK(ref2.events.empty());
+  CHECK(c.reference.mean_ms == 2.0);
+  CHECK(c.kernel.round_means_ms.size() == 3);
+}
+
+TEST_CASE("aten against itself is correct and unflagged with or without the exploit checks",
+          "[core]") {
+  for (bool checks : {true, false}) {
+    auto opts = quick_options();
+    opts.exploit_checks = checks;
+    auto r = evaluate_job(aten_job("aten.relu.default", {"((T([64, 64], f32),), {})"}), opts, [](const step&) {});
+    INFO("exploit_checks " << checks << ": " << r.detail);
+    CHECK(r.outcome == bb::outcome::ok);
+    CHECK(r.flags.empty());
+    REQUIRE(r.correctness.size() == 1);
+    INFO(r.correctness[0].error_msg);
+    CHECK(r.correctness[0].is_correct);
+    REQUIRE(r.performance.size() == 1);
+    INFO(r.performance[0].error_msg);
+    CHECK(r.performance[0].successfully_ran);
+    CHECK(r.performance[0].timer == "cpu_bench");
+  }
+}
+
+TEST_CASE("aten against itself passes its extra inputs (signed and special values)", "[core]") {
+  std::vector<std::pair<std::string, std::string>> jobs = {
+    {"aten.relu.default", "((T([64], f32),), {})"},
+    {"aten.add.Tensor", "((T([8, 8], f32), T([8], f32)), {})"},
+    {"aten.sigmoid.default", "((T([33], f16),), {})"},
+    {"aten.floor.default", "((T([20], f32),), {})"},
+  };
+  for (auto& [op, input] : jobs) {
+    auto opts = quick_options();
+    opts.extra_inputs = true;
+    auto job = aten_job(op, {input});
+    job.performance_inputs.clear();
+    std::vector<std::string> texts;
+    auto r = evaluate_job(job, opts, [&](const step& s) { texts.push_back(s.text); });
+    INFO(op << ": " << r.detail);
+    CHECK(r.outcome == bb::outcome::ok);
+    CHECK(r.flags.empty());
+    REQUIRE(r.correctness.size() == 1);
+    INFO(r.correctness[0].error_msg);
+    CHECK(r.correctness[0].is_correct);
+    // Both variants were run.
+    for (auto* name : {"extra input 'signed values'", "extra input 'special values'"})
+      CHECK(std::any_of(texts.begin(), texts.end(),
+                        [&](const std::string& t) { return t.find(name) != std::string::npos; }));
+  }
+}
+
+TEST_CASE("poison_free_device_memory fills the CUDA allocator's free blocks with NaN", "[gpu]") {
+  if (!built_with_cuda() || !at::hasCUDA()) {
+    WARN("no GPU on this machine: [gpu] test skipped");
+    return;
+  }
+  auto cuda = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA);
+  {
+    auto zeros = at::zeros({1 << 20}, cuda); // freed into the allocator's cache, still zeros
+  }
+  synchronize("cuda");
+  poison_free_device_memory("cuda");
+  synchronize("cuda");
+  auto reused = at::empty({1 << 20}, cuda);
+  CHECK(at::isnan(reused).all().item<bool>());
+  poison_free_device_memory("cpu"); // nothing on a CPU
+
+  // do_bench with hooks: each call has its before and after, and each round one checked call.
+  runner_options opts;
+  opts.device = "cuda";
+  opts.gpu_warmup_ms = 1;
+  opts.gpu_rep_ms = 5;
+  opts.flush_bytes = 1 << 20;
+  opts.rounds = 3;
+  auto x = at::rand({1024}, cuda);
+  hook_log ref, ker;
+  std::vector<std::string> order;
+  auto side = [&](hook_log& log, const char* name) {
+    auto s = logged_side(log, order, name, {});
+    auto log_call = s.call;
+    s.call = [log_call, x](const call_point& p) {
+      log_call(p);
+      (void)at::relu(x);
+    };
+    return s;
+  };
+  auto t = time_pair(side(ref, "reference"), side(ker, "kernel"), opts);
+  CHECK(ker.before.size() == ker.call.size());
+  CHECK(ker.after.size() == ker.call.size());
+  CHECK(t.kernel.round_means_ms.size() == 3);
+  std::set<int64_t> last_rounds;
+  int64_t timed = 0;
+  for (auto& p : ker.call) {
+    timed += p.timed ? 1 : 0;
+    if (p.timed && p.last_of_round)
+      last_rounds.insert(p.round);
+  }
+  CHECK(timed == t.kernel.calls);
+  CHECK(last_rounds.size() == 3);
+}
+
+// A kernel registered over aten's under aten's own file and line, and warm-up calls whose
+// values a timed call would see again: both got past the first version of the guards.
+
+TEST_CASE("dispatcher_fingerprint sees a replacement registered under the original's name",
+          "[core]") {
+  // The computed table shows a kernel by its debug string ("registered at FILE:LINE"), which
+  // a registration chooses: torch.library.Library takes it from the Python frame's file and
+  // line, torch::Library from its arguments.
+  auto relu = c10::Dispatcher::singleton().findSchemaOrThrow("aten::relu", "");
+  std::string table = relu.dumpComputedTable(), file;
+  uint32_t line = 0;
+  auto at = table.find("CPU: registered at ");
+  REQUIRE(at != std::string::npos);
+  auto from = at + std::string("CPU: registered at ").size();
+  auto end = table.find(" [", from);
+  auto colon = table.rfind(':', end);
+  file = table.substr(from, colon - from);
+  line = static_cast<uint32_t>(std::stoul(table.substr(colon + 1, end - colon - 1)));
+  dispatcher_fingerprint fp(relu);
+  torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::CPU, file.c_str(), line);
+  lib.impl("relu", [](const at::Tensor& t) { return t.clone(); });
+  CHECK(at::relu(at::tensor({-1.0f})).item<float>() == -1.0f); // replaced
+  CHECK(fp.changed() == std::vector<std::string>{"aten::relu"});
+}
+
+TEST_CASE("no timed call sees the values of a warm-up call (evaluate.cpp's call seeds)", "[core]") {
+  // The seed each call's inputs are refilled from, as evaluate.cpp's time_input computes it.
+  auto seed_of = [](const call_point& p) {
+    return call_seed(42, 0, p.round, p.index, p.timed, p.timed && p.last_of_round);
+  };
+  runner_options opts;
+  opts.cpu_warmup = 3;
+  opts.cpu_runs = 12;
+  opts.cpu_max_seconds = 0;
+  opts.rounds = 4;
+  std::set<uint64_t> warmup, timed;
+  timed_side side;
+  side.before = [&](const call_point& p) { (p.timed ? timed : warmup).insert(seed_of(p)); };
+  side.call = [](const call_point&) {};
+  time_pair(side, side, opts);
+  std::vector<uint64_t> both;
+  std::set_intersection(warmup.begin(), warmup.end(), timed.begin(), timed.end(), std::back_inserter(both));
+  CHECK(both.empty());
+}
