@@ -1,5 +1,7 @@
 #include "actors/node_server.hpp"
 
+#include <map>
+
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -118,6 +120,7 @@ public:
         return "the coordinator's public key is not a Z85 key";
     }
     router_.set(zmq::sockopt::linger, 0);
+    router_.set(zmq::sockopt::maxmsgsize, cfg_.max_message_mb << 20);
     if (curve_) {
       router_.set(zmq::sockopt::curve_server, 1);
       router_.set(zmq::sockopt::curve_secretkey, cfg_.secret_key);
@@ -175,10 +178,32 @@ private:
     }
   }
 
+  // Refuses a peer and says so in the log, once a minute per peer and reason: a peer that
+  // keeps sending cannot flood the log, and a person watching sees every kind of refusal.
   void refuse(const std::string& to, std::string why) {
+    auto key = to + '\n' + why.substr(0, why.find(':'));
+    auto now = clock::now();
+    auto it = logged_.find(key);
+    if (it == logged_.end() || now - it->second > std::chrono::seconds(60)) {
+      logged_[key] = now;
+      if (logged_.size() > 4096)
+        logged_.clear();
+      spdlog::warn("node_server: refused peer {}: {}", peer_name(to), why);
+    }
     auto r = reply("refuse");
     r.text = std::move(why);
     send(router_, to, r);
+  }
+
+  // A routing id as text (ZeroMQ makes them binary): the first bytes in hex.
+  static std::string peer_name(const std::string& id) {
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    for (size_t i = 0; i < id.size() && i < 8; ++i) {
+      out += hex[static_cast<unsigned char>(id[i]) >> 4];
+      out += hex[static_cast<unsigned char>(id[i]) & 15];
+    }
+    return out;
   }
 
   // One message from a peer: checked, then answered by its kind.
@@ -208,9 +233,20 @@ private:
 
   void handle(const std::string& from, wire_message& msg) {
     if (msg.kind == "hello") {
-      if (!coordinator_.empty() && coordinator_ != from)
-        spdlog::info("node_server: a new coordinator replaces the previous one");
+      // The session served now keeps the node: the same session may greet again from a new
+      // socket (its link reconnected), another peer waits until it ends.
+      bool same_session = !session_.empty() && msg.session == session_;
+      if (!coordinator_.empty() && coordinator_ != from && !same_session) {
+        auto quiet = std::chrono::duration<double>(clock::now() - last_heard_).count();
+        refuse(from, std::string(busy_refusal) + "this node serves another coordinator's session (heard from "
+                       + std::to_string(static_cast<int>(quiet)) + " s ago); it is free when that one "
+                       "says bye or has been silent for " + std::to_string(static_cast<int>(cfg_.coordinator_silence_s)) + " s");
+        return;
+      }
+      if (coordinator_.empty())
+        spdlog::info("node_server: serving a coordinator's session");
       coordinator_ = from;
+      session_ = msg.session;
       last_heard_ = clock::now();
       auto r = reply("welcome");
       r.node = cfg_.info;
@@ -224,7 +260,9 @@ private:
       last_heard_ = clock::now();
       dispatch(from, msg.slot, std::move(msg.job));
     } else if (msg.kind == "bye") {
+      spdlog::info("node_server: the coordinator said bye: idle, waiting for the next");
       coordinator_.clear();
+      session_.clear();
     } else {
       refuse(from, "unknown message '" + msg.kind + "' or slot " + std::to_string(msg.slot));
     }
@@ -237,6 +275,7 @@ private:
       spdlog::warn("node_server: the coordinator was silent for {} s: idle, waiting for the next",
                    cfg_.coordinator_silence_s);
       coordinator_.clear();
+      session_.clear();
     }
   }
 
@@ -273,8 +312,11 @@ private:
   std::string allowed_;
   std::shared_ptr<finished_queue> done_;
   caf::timespan evaluate_timeout_;
-  /// The routing id of the coordinator served now; empty: none.
+  /// The routing id and session of the coordinator served now; empty: none.
   std::string coordinator_;
+  std::string session_;
+  /// When each (peer, reason) refused was last logged.
+  std::map<std::string, clock::time_point> logged_;
   clock::time_point last_heard_ = clock::now();
 };
 

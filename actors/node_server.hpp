@@ -2,9 +2,10 @@
 
 // bbnode's side of the wire: a thread that owns the node's ZeroMQ ROUTER socket, answers the
 // coordinator's hello and pings, hands each job to a local evaluator slot (compiling native
-// kernels first) and sends results back as they arrive. One coordinator at a time: a new one
-// replaces the old, and a coordinator silent past `coordinator_silence_s` is forgotten, so a
-// dead coordinator leaves the node idle and ready for the next.
+// kernels first) and sends results back as they arrive. One coordinator session at a time:
+// another peer's hello is refused as busy (and logged, once per peer and reason a minute) until
+// the session says bye or falls silent past `coordinator_silence_s`, so a stray hello cannot take
+// a sweep's node and a dead coordinator leaves the node idle and ready for the next.
 
 #include <atomic>
 #include <functional>
@@ -24,6 +25,8 @@ struct node_server_config {
   node_info info;
   double coordinator_silence_s = 30.0;
   double evaluate_timeout_s = 3600.0;
+  /// Messages larger than this are refused before they are read (ZeroMQ drops the peer).
+  int64_t max_message_mb = default_max_message_mb;
   /// CURVE: the node's keypair and the only client key it accepts (the coordinator's), all
   /// Z85. Empty: no encryption, for loopback endpoints only.
   std::string public_key;

@@ -4,6 +4,9 @@
 #include <deque>
 #include <future>
 #include <mutex>
+#include <random>
+#include <set>
+#include <sstream>
 
 #include <caf/typed_event_based_actor.hpp>
 #include <spdlog/spdlog.h>
@@ -142,7 +145,9 @@ public:
         return; // refused before the welcome
       if (!answered_ && seconds_since(started_) > cfg_.connect_timeout_s) {
         welcomed_.set_value("node " + cfg_.name + " (" + cfg_.endpoint + ") did not answer within "
-                            + std::to_string(int(cfg_.connect_timeout_s)) + " s");
+                            + std::to_string(int(cfg_.connect_timeout_s)) + " s"
+                            + (refusals_logged_.empty() ? std::string(": is it up, and do its CURVE keys match ours?")
+                                                        : ": it refused us (see above)"));
         return;
       }
       beat();
@@ -168,6 +173,7 @@ private:
 
   void open_sockets() {
     dealer_.set(zmq::sockopt::linger, 0);
+    dealer_.set(zmq::sockopt::maxmsgsize, cfg_.max_message_mb << 20);
     wakeups_.bind(wake_endpoint(st_.get()));
     if (!cfg_.node_key.empty()) {
       dealer_.set(zmq::sockopt::curve_serverkey, cfg_.node_key);
@@ -177,8 +183,17 @@ private:
     dealer_.connect(cfg_.endpoint);
   }
 
-  void send(const wire_message& m) {
+  // Every message carries the session, so that the node knows this coordinator from others.
+  void send(wire_message m) {
+    m.session = session_;
     dealer_.send(zmq::buffer(pack(m)), zmq::send_flags::dontwait);
+  }
+
+  static std::string new_session() {
+    std::random_device rd;
+    std::ostringstream out;
+    out << std::hex << rd() << rd() << rd() << rd();
+    return out.str();
   }
 
   // What the slot actors queued (jobs), sent while the node is connected.
@@ -206,15 +221,21 @@ private:
         spdlog::error("node {}: malformed message: {}", cfg_.name, e.what());
         continue;
       }
-      last_heard_ = clock::now();
       if (msg.kind == "refuse") {
-        spdlog::error("node {}: refused: {}", cfg_.name, msg.text);
-        if (!answered_) {
+        // A refusal is never a heartbeat: a node that keeps refusing falls silent and is lost.
+        bool busy = msg.text.rfind(busy_refusal, 0) == 0;
+        if (refusals_logged_.insert(msg.text.substr(0, msg.text.find('('))).second)
+          spdlog::error("node {}: refused: {}{}", cfg_.name, msg.text,
+                        busy && !answered_ ? "; greeting it again until it is free" : "");
+        if (!answered_ && !busy) {
           answered_ = true;
           welcomed_.set_value("node " + cfg_.name + " refused: " + msg.text);
           return false;
         }
-      } else if (msg.kind == "welcome") {
+        continue;
+      }
+      last_heard_ = clock::now();
+      if (msg.kind == "welcome") {
         welcome(msg.node);
       } else if (msg.kind == "result") {
         route_result(msg);
@@ -306,6 +327,8 @@ private:
   std::shared_ptr<remote_node::shared> st_;
   node_info& info_;
   std::promise<std::string>& welcomed_;
+  const std::string session_ = new_session();
+  std::set<std::string> refusals_logged_;
   zmq::socket_t dealer_;
   zmq::socket_t wakeups_;
   bool connected_ = false;

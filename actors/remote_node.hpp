@@ -30,6 +30,8 @@ struct remote_node_config {
   double heartbeat_s = 1.0;
   double silence_s = 10.0;
   double connect_timeout_s = 30.0;
+  /// Messages larger than this are refused before they are read.
+  int64_t max_message_mb = default_max_message_mb;
   /// CURVE (Z85): the node's public key and the coordinator's keypair; empty: no encryption.
   std::string node_key;
   std::string public_key;

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 
 #include <spdlog/spdlog.h>
 
@@ -42,6 +43,25 @@ bool failed_as_a_whole(const eval_result& r) {
   return fails_job(r.outcome);
 }
 
+// Failed writes, a line per file, each logged; the lines.
+std::vector<std::string> log_failed_writes(const std::string& errors) {
+  std::vector<std::string> out;
+  std::istringstream lines(errors);
+  for (std::string line; std::getline(lines, line);) {
+    spdlog::error("reporter: {}", line);
+    out.push_back(line);
+  }
+  return out;
+}
+
+// Writes the sweep's records now lack: logged, and told to the board, which makes the sweep
+// end non-zero naming them.
+void lost_writes(reporter_pointer self, const std::string& errors) {
+  for (auto& line : log_failed_writes(errors))
+    if (self->state.cfg.board)
+      self->state.cfg.board->write_failed(line);
+}
+
 void write_html(reporter_pointer self, run_phase phase) {
   auto& st = self->state;
   report_page page;
@@ -55,25 +75,26 @@ void write_html(reporter_pointer self, run_phase phase) {
   page.reload_s = st.cfg.reload_s;
   page.not_evaluated = st.cfg.not_evaluated;
   page.resume_command = resume_command_for(st.cfg.log_dir);
-  auto err = write_file_atomically(std::filesystem::path(st.cfg.log_dir) / "report.html",
-                                   render_report_html(page, utc_now_text()));
-  if (!err.empty())
-    spdlog::error("reporter: {}", err);
+  auto path = std::filesystem::path(st.cfg.log_dir) / "report.html";
+  auto text = render_report_html(page, utc_now_text());
+  // While running, a failed write is replaced by the next; the last one must stand.
+  if (phase == run_phase::running)
+    log_failed_writes(write_file_atomically(path, text));
+  else
+    lost_writes(self, write_final_file(path, text));
 }
 
 // The reports that grow, after each finished operator.
 void write_growing(reporter_pointer self, const eval_result& r) {
   auto& st = self->state;
   auto versions = st.versions.find(r.op_name);
-  auto err = write_operator_record(st.cfg.log_dir, r, versions == st.versions.end()
-                                                          ? std::vector<eval_result>{}
-                                                          : versions->second);
+  lost_writes(self, write_operator_record(st.cfg.log_dir, r, versions == st.versions.end()
+                                                                ? std::vector<eval_result>{}
+                                                                : versions->second));
   report_status status{true, true, st.cfg.expected_jobs, "", st.cfg.not_evaluated};
-  if (err.empty())
-    err = write_growing_reports(st.cfg.log_dir, st.cfg.command, st.results,
-                                score_results(st.results, st.cfg.p), status);
-  if (!err.empty())
-    spdlog::error("reporter: {}", err);
+  // Rewritten after each operator and at the end: a failure here is logged, not kept.
+  log_failed_writes(write_growing_reports(st.cfg.log_dir, st.cfg.command, st.results,
+                                          score_results(st.results, st.cfg.p), status));
   write_html(self, run_phase::running);
 }
 
@@ -88,21 +109,22 @@ sweep_report write_all(reporter_pointer self, bool stopped) {
   report.failed_jobs = st.failed_jobs;
   report.partial = stopped;
   auto& profile = st.profile;
-  report.profile_text = format_profile(profile);
+  std::string profile_file;
   if (!st.cfg.log_dir.empty()) {
-    if (auto err = write_file_atomically(std::filesystem::path(st.cfg.log_dir) / "profile.json",
-                                         profile_json(profile).dump(2));
-        !err.empty())
-      spdlog::error("reporter: {}", err);
+    auto err = write_final_file(std::filesystem::path(st.cfg.log_dir) / "profile.json",
+                                profile_json(profile).dump(2));
+    lost_writes(self, err);
+    if (err.empty())
+      profile_file = "profile.json";
     report_status status{stopped, false, st.cfg.expected_jobs, resume_command_for(st.cfg.log_dir),
                          st.cfg.not_evaluated};
-    auto err = write_reports(st.cfg.log_dir, st.cfg.command, st.results, s, status);
+    err = write_reports(st.cfg.log_dir, st.cfg.command, st.results, s, status);
     write_html(self, stopped ? run_phase::stopped : run_phase::finished);
-    if (!err.empty())
-      spdlog::error("reporter: {}", err);
-    else
+    lost_writes(self, err);
+    if (err.empty())
       report.log_dir = st.cfg.log_dir;
   }
+  report.profile_text = format_profile(profile, profile_file);
   return report;
 }
 
@@ -139,7 +161,7 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
     [=](atom::result, eval_result& r) {
       auto& st = self->state;
       if (st.journal.is_open() && !st.journal.append(r))
-        spdlog::error("reporter: cannot append to {}/results.jsonl", st.cfg.log_dir);
+        lost_writes(self, st.journal.error());
       st.failed_jobs += failed_as_a_whole(r) ? 1 : 0;
       // A merged result's time is its shards', profiled as they came.
       if (r.shards == 0)
@@ -159,7 +181,7 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
     [=](atom::shard, const eval_result& r) {
       auto& st = self->state;
       if (st.journal.is_open() && !st.journal.append(r, "shard_finished"))
-        spdlog::error("reporter: cannot append to {}/results.jsonl", st.cfg.log_dir);
+        lost_writes(self, st.journal.error());
       add_to_profile(st.profile, r);
       if (st.cfg.board)
         st.cfg.board->shard_finished(r);
@@ -168,12 +190,12 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
     [=](atom::requeue, const eval_result& r) {
       auto& st = self->state;
       if (st.journal.is_open() && !st.journal.append(r, "job_requeued"))
-        spdlog::error("reporter: cannot append to {}/results.jsonl", st.cfg.log_dir);
+        lost_writes(self, st.journal.error());
     },
     [=](atom::revise, const eval_result& r) {
       auto& st = self->state;
       if (st.journal.is_open() && !st.journal.append(r, "version_evaluated"))
-        spdlog::error("reporter: cannot append to {}/results.jsonl", st.cfg.log_dir);
+        lost_writes(self, st.journal.error());
       spdlog::info("reporter: {} version {}: {}", r.op_name, r.version, summarize(r));
       auto& list = st.versions[r.op_name];
       auto same = std::find_if(list.begin(), list.end(),

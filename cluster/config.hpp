@@ -90,8 +90,9 @@ struct settings {
 /// The Python this build of bbcluster was made with (its torch provides libtorch).
 std::string build_python();
 
-/// Loads `path` over `out`. An unknown key, a wrong type or bad TOML is an error naming the
-/// file, line and key; `out` keeps its values for keys the file does not set.
+/// Loads `path` over `out`. An unknown key, a wrong type, a number out of its key's range or bad
+/// TOML is an error naming the file, line, column and key ("a.toml:3:1: ..."); `out` keeps its
+/// values for keys the file does not set, and all of them when the file is refused.
 caf::error load_settings(const std::string& path, settings& out);
 
 /// The file `name` beside the running program (/proc/self/exe); `name` itself when that
@@ -127,7 +128,9 @@ double shards_per_slot(const settings& s);
 /// retry on a fresh runner) with some slack.
 double evaluate_timeout_s(const settings& s);
 
-/// Checks ranges (positive timeouts, ...); the error names the setting.
+/// Checks ranges (every number finite and within its key's bounds, timeouts at most 7 days)
+/// and choices; the error names the key. load_settings checks each key's range as it reads
+/// it, naming the file, line and column too.
 caf::error validate(const settings& s);
 
 } // namespace bb

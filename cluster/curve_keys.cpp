@@ -44,6 +44,17 @@ std::string generate_curve_keys(const std::string& dir) {
   return "";
 }
 
+std::vector<std::string> existing_curve_key_files(const std::string& dir) {
+  std::vector<std::string> out;
+  for (auto file : {"coordinator.key", "coordinator.pub", "node.key", "node.pub"}) {
+    auto path = (std::filesystem::path(dir) / file).string();
+    std::error_code ec;
+    if (std::filesystem::symlink_status(path, ec).type() != std::filesystem::file_type::not_found)
+      out.push_back(path);
+  }
+  return out;
+}
+
 std::string read_curve_keys(const std::string& path, curve_keypair& out) {
   std::ifstream in(path);
   if (!in)

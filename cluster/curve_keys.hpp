@@ -8,6 +8,7 @@
 //   DIR/node.pub          their public key (for the coordinator)
 
 #include <string>
+#include <vector>
 
 namespace bb {
 
@@ -17,9 +18,12 @@ struct curve_keypair {
   std::string secret_key;
 };
 
-/// Writes the four files into `dir` (created if missing; secret files with mode 0600).
-/// "" or what failed.
+/// Writes the four files into `dir` (created if missing; secret files with mode 0600),
+/// replacing any there. "" or what failed.
 std::string generate_curve_keys(const std::string& dir);
+
+/// The paths of the four files that `dir` already holds (keygen replaces them only when told).
+std::vector<std::string> existing_curve_key_files(const std::string& dir);
 
 /// Reads a .key or .pub file; "" or what is wrong with it (naming the file and line).
 std::string read_curve_keys(const std::string& path, curve_keypair& out);

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -150,10 +151,11 @@ std::string lowercase(std::string s) {
 
 } // namespace
 
-hostfile parse_hostfile(const std::string& text, const std::string& origin) {
+hostfile parse_hostfile(const std::string& text, const std::string& origin, uint16_t default_port) {
   hostfile out;
-  // Host names are case-insensitive: Worker-1 and worker-1 are one machine.
-  std::map<std::pair<std::string, uint16_t>, size_t> first_line;
+  // Host names are case-insensitive: Worker-1 and worker-1 are one machine; a host without a
+  // port is on the default one: n1 and n1:5555 are one node when 5555 is the default.
+  std::map<std::pair<std::string, uint16_t>, std::pair<size_t, std::string>> first; // line, host
   std::istringstream in(text);
   size_t line_no = 0;
   for (std::string line; std::getline(in, line);) {
@@ -169,10 +171,13 @@ hostfile parse_hostfile(const std::string& text, const std::string& origin) {
       continue;
     }
     e.line = line_no;
-    auto [it, fresh] = first_line.emplace(std::make_pair(lowercase(e.host), e.port), line_no);
+    uint16_t port = e.port ? e.port : default_port;
+    auto [it, fresh] =
+      first.emplace(std::make_pair(lowercase(e.host), port), std::make_pair(line_no, e.host));
     if (!fresh) {
-      out.errors.push_back(where + "duplicate host " + toks[0] + " (first on line "
-                           + std::to_string(it->second) + ")");
+      auto& [first_line, first_host] = it->second;
+      out.errors.push_back(where + toks[0] + " is the same node as line " + std::to_string(first_line) + " ("
+                           + first_host + ", port " + std::to_string(port) + ")");
       continue;
     }
     out.hosts.push_back(std::move(e));
@@ -180,7 +185,7 @@ hostfile parse_hostfile(const std::string& text, const std::string& origin) {
   return out;
 }
 
-hostfile load_hostfile(const std::string& path) {
+hostfile load_hostfile(const std::string& path, uint16_t default_port) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     return {{}, {path + ": no such hostfile"}};
@@ -190,7 +195,26 @@ hostfile load_hostfile(const std::string& path) {
   std::string text(std::istreambuf_iterator<char>(in), {});
   if (!in.is_open() || in.bad())
     return {{}, {path + ": cannot read the hostfile"}};
-  return parse_hostfile(text, path);
+  return parse_hostfile(text, path, default_port);
+}
+
+std::vector<std::string> node_names(const std::vector<host_entry>& hosts, uint16_t default_port) {
+  std::map<std::string, size_t> entries_of_host;
+  for (auto& h : hosts)
+    ++entries_of_host[lowercase(h.host)];
+  std::vector<std::string> out;
+  std::set<std::string> taken;
+  for (auto& h : hosts) {
+    auto name = entries_of_host[lowercase(h.host)] == 1
+                  ? h.host
+                  : h.host + "-" + std::to_string(h.port ? h.port : default_port);
+    // A host may itself be called like another's host-port: count on until the name is free.
+    auto candidate = name;
+    for (int n = 2; !taken.insert(lowercase(candidate)).second; ++n)
+      candidate = name + "-" + std::to_string(n);
+    out.push_back(candidate);
+  }
+  return out;
 }
 
 } // namespace bb

@@ -2,7 +2,9 @@
 
 // The nodes of a cluster in DeepSpeed's hostfile format: one `hostname slots=N` a line, `#`
 // comments, blank lines ignored. A port may follow the host (`worker-1:29500`,
-// `[fe80::1]:29500`). Bad lines are reported with origin and line and left out.
+// `[fe80::1]:29500`). Bad lines are reported with origin and line and left out, and so is a
+// line naming a node an earlier line names (the same host, case aside, on the same port, a host
+// without a port being on the default port).
 
 #include <cstddef>
 #include <cstdint>
@@ -30,12 +32,18 @@ struct hostfile {
   std::vector<std::string> errors;
 };
 
-/// Parses hostfile text read from a file named `origin`. A file with no host line is no
-/// error here; the caller decides whether an empty cluster is one.
-hostfile parse_hostfile(const std::string& text, const std::string& origin);
+/// Parses hostfile text read from a file named `origin`; a host without a port is on
+/// `default_port` (nodes.port). A file with no host line is no error here; the caller decides
+/// whether an empty cluster is one.
+hostfile parse_hostfile(const std::string& text, const std::string& origin, uint16_t default_port);
 
 /// Reads and parses the hostfile at `path`; a missing or unreadable file is one error naming
 /// it, and no hosts.
-hostfile load_hostfile(const std::string& path);
+hostfile load_hostfile(const std::string& path, uint16_t default_port);
+
+/// A name per entry, each different from the others (what a node is called in logs and the
+/// local launcher's file names): the host, or `host-port` where another entry has the same
+/// host on another port.
+std::vector<std::string> node_names(const std::vector<host_entry>& hosts, uint16_t default_port);
 
 } // namespace bb

@@ -22,6 +22,14 @@ struct node_info {
   MSGPACK_DEFINE_MAP(name, slots, device, torch_version, build);
 };
 
+/// The prefix of a refusal that means "serving another session now": a coordinator waits and
+/// greets again (until its connect timeout) instead of giving up.
+inline constexpr const char* busy_refusal = "busy: ";
+
+/// Largest wire message taken by default, in MiB: ZeroMQ drops a peer that announces a larger
+/// one before allocating it (a job of 15,000 inputs is about 2 MiB).
+inline constexpr int64_t default_max_message_mb = 64;
+
 /// One message either way.
 struct wire_message {
   uint32_t protocol = protocol_version;
@@ -35,7 +43,10 @@ struct wire_message {
   uint32_t slot = 0;
   eval_job job;
   eval_result result;
-  MSGPACK_DEFINE_MAP(protocol, kind, text, node, slot, job, result);
+  /// The coordinator's session, on every message it sends: a node serves one session at a
+  /// time and refuses other peers ("busy: ...") until that one says bye or falls silent.
+  std::string session;
+  MSGPACK_DEFINE_MAP(protocol, kind, text, node, slot, job, result, session);
 };
 
 } // namespace bb

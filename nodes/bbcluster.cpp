@@ -1,8 +1,12 @@
 // bbcluster: the coordinator process of a sweep. Parses the command line (BackendBench's
 // flags plus ours) and hands the sweep to nodes/sweep.hpp, which starts its parts, runs it
-// and prints BackendBench's three scores. `bbcluster keygen DIR` makes a cluster's CURVE keys.
+// and prints BackendBench's three scores. `bbcluster keygen DIR [--force]` makes a cluster's
+// CURVE keys (replacing keys already in DIR only with --force).
 
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -14,17 +18,27 @@
 namespace {
 
 int keygen(int argc, char** argv) {
-  if (argc != 3) {
-    std::cerr << "bbcluster: usage: bbcluster keygen DIR\n";
+  std::vector<std::string> words(argv + 2, argv + argc);
+  bool force = std::find(words.begin(), words.end(), "--force") != words.end();
+  words.erase(std::remove(words.begin(), words.end(), "--force"), words.end());
+  if (words.size() != 1 || words[0].rfind("-", 0) == 0) {
+    std::cerr << "bbcluster: usage: bbcluster keygen DIR [--force]\n";
     return 2;
   }
-  if (auto err = bb::generate_curve_keys(argv[2]); !err.empty()) {
+  auto& dir = words[0];
+  // New keys lock out every node and coordinator that has the old ones: only on purpose.
+  if (auto existing = bb::existing_curve_key_files(dir); !existing.empty() && !force) {
+    std::cerr << "bbcluster: " << existing.front() << " exists: keygen would replace the keys in "
+              << dir << ", which every node and coordinator using them would then refuse; give "
+              << "--force to replace them\n";
+    return 2;
+  }
+  if (auto err = bb::generate_curve_keys(dir); !err.empty()) {
     std::cerr << "bbcluster: " << err << "\n";
     return 1;
   }
-  std::cout << "keys in " << argv[2] << ": coordinator.key stays with bbcluster (nodes.keys = \""
-            << argv[2] << "\"); copy the folder to every node and start bbnode --keys " << argv[2]
-            << "\n";
+  std::cout << "keys in " << dir << ": coordinator.key stays with bbcluster (nodes.keys = \"" << dir
+            << "\"); copy the folder to every node and start bbnode --keys " << dir << "\n";
   return 0;
 }
 

@@ -251,8 +251,16 @@ std::string merge_settings(const CLI::App& app, flags& f, settings& s) {
 }
 
 void report_plan(const sweep_plan& plan) {
-  for (auto& e : plan.input_errors)
-    spdlog::error("bbcluster: {} (line left out)", e);
+  // A few lines say what is wrong; thousands (a binary file) would bury everything else.
+  constexpr size_t shown = 5;
+  for (size_t i = 0; i < plan.input_errors.size(); ++i)
+    if (i < shown)
+      spdlog::error("bbcluster: {} (line left out)", plan.input_errors[i]);
+    else
+      spdlog::debug("bbcluster: {} (line left out)", plan.input_errors[i]);
+  if (plan.input_errors.size() > shown)
+    spdlog::error("bbcluster: ... and {} more lines that do not parse (--log-level debug lists "
+                  "them)", plan.input_errors.size() - shown);
   for (auto& w : plan.warnings)
     spdlog::warn("bbcluster: {}", w);
   if (!plan.skipped_ops.empty()) {
@@ -326,10 +334,8 @@ std::string attach_directory(const std::string& dir, const settings& s, sweep_pl
 }
 
 std::string command_line(const std::vector<char*>& words) {
-  std::string command = "bbcluster";
-  for (size_t i = 1; i < words.size(); ++i)
-    command += std::string(" ") + words[i];
-  return command;
+  std::vector<std::string> args(words.begin() + (words.empty() ? 0 : 1), words.end());
+  return shell_command("bbcluster", args);
 }
 
 std::string timestamped_dir() {

@@ -8,12 +8,14 @@
 #include <thread>
 
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cluster/config.hpp"
 #include "cluster/curve_keys.hpp"
 #include "cluster/hostfile.hpp"
+#include "cluster/local_nodes.hpp"
 #include "cluster/slurm.hpp"
 #include "messages/errors.hpp"
 
@@ -27,18 +29,24 @@ std::string bbnode_program(const cluster_request& req) {
   return (std::filesystem::path(runner).parent_path() / "bbnode").string();
 }
 
-// Runs a launcher's command in the background, its output to `log`; returns its pid.
+// Runs a launcher's command in the background, its output to `log`; returns its pid. It gets
+// SIGTERM when the thread that called this ends (the sweep's main thread: bbcluster's end), so
+// a killed coordinator leaves no node behind.
 pid_t spawn(std::vector<std::string> words, const std::string& log) {
   std::filesystem::create_directories(std::filesystem::path(log).parent_path());
   std::vector<char*> argv;
   for (auto& w : words)
     argv.push_back(w.data());
   argv.push_back(nullptr);
+  pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
     // Its own process group: Ctrl-C at bbcluster's terminal stops the sweep gracefully and
     // must not end the nodes under the jobs they are finishing.
     ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) // it died before the line above
+      ::_exit(0);
     std::freopen(log.c_str(), "a", stdout);
     std::freopen(log.c_str(), "a", stderr);
     ::execvp(argv[0], argv.data());
@@ -57,15 +65,21 @@ std::vector<std::string> node_arguments(const cluster_request& req) {
   return words;
 }
 
-// Starts one bbnode on this machine on a free loopback port; returns its pid (or -1).
-pid_t launch_local(const host_entry& h, const cluster_request& req, const std::string& endpoint_file) {
-  auto logs = req.log_dir + "/nodes/" + h.host;
+// Starts one bbnode on this machine on a free loopback port, as `name`, and records it in
+// `nodes_dir` (absolute) beside its endpoint file; returns its pid (or -1).
+pid_t launch_local(const host_entry& h, const std::string& name, const cluster_request& req,
+                   const std::string& nodes_dir) {
+  auto logs = nodes_dir + "/" + name;
   std::vector<std::string> words = {bbnode_program(req), "--listen", "tcp://127.0.0.1:0", "--name",
-                                    h.host, "--devices", std::to_string(h.slots), "--endpoint-file",
-                                    endpoint_file, "--log-dir", logs};
+                                    name, "--devices", std::to_string(h.slots), "--endpoint-file",
+                                    nodes_dir + "/" + name + ".endpoint", "--log-dir", logs};
   auto more = node_arguments(req);
   words.insert(words.end(), more.begin(), more.end());
-  return spawn(words, logs + "/bbnode.log");
+  pid_t pid = spawn(words, logs + "/bbnode.log");
+  if (pid > 0)
+    if (auto err = record_local_node(nodes_dir, name, pid); !err.empty())
+      spdlog::warn("bbcluster: {} (a later sweep on this folder cannot end it if it outlives us)", err);
+  return pid;
 }
 
 std::string wait_for_file(const std::string& path, double timeout_s) {
@@ -108,7 +122,7 @@ std::string open_cluster(caf::actor_system& sys, const cluster_request& req, clu
     spdlog::info("bbcluster: Slurm job {}: bbnode on {} nodes through srun", alloc->job_id,
                  alloc->nodes.size());
   } else {
-    hosts = load_hostfile(req.hostfile);
+    hosts = load_hostfile(req.hostfile, static_cast<uint16_t>(req.s.node_port));
   }
   if (!hosts.errors.empty()) {
     std::string all;
@@ -118,27 +132,31 @@ std::string open_cluster(caf::actor_system& sys, const cluster_request& req, clu
   }
   if (hosts.hosts.empty())
     return req.hostfile + ": no hosts";
+  // One name per node, none shared: a node's endpoint file, logs and --name are its own.
+  auto names = node_names(hosts.hosts, static_cast<uint16_t>(req.s.node_port));
   std::vector<std::pair<std::string, std::string>> endpoints; // name, endpoint
   if (req.launcher == "local") {
-    auto dir = req.log_dir + "/nodes";
+    auto dir = std::filesystem::absolute(req.log_dir + "/nodes").lexically_normal().string();
     std::filesystem::create_directories(dir);
     std::vector<std::string> files;
-    for (auto& h : hosts.hosts) {
-      files.push_back(dir + "/" + h.host + ".endpoint");
+    for (size_t i = 0; i < hosts.hosts.size(); ++i) {
+      files.push_back(dir + "/" + names[i] + ".endpoint");
       std::filesystem::remove(files.back());
-      out.children.push_back(launch_local(h, req, files.back()));
+      out.children.push_back(launch_local(hosts.hosts[i], names[i], req, dir));
+      out.records.push_back(local_node_record_path(dir, names[i]));
     }
     for (size_t i = 0; i < hosts.hosts.size(); ++i) {
       auto endpoint = wait_for_file(files[i], req.s.start_timeout_s + 30);
       if (endpoint.empty())
-        spdlog::error("bbcluster: local node {} did not start (see {}/nodes/{}/bbnode.log)",
-                      hosts.hosts[i].host, req.log_dir, hosts.hosts[i].host);
+        spdlog::error("bbcluster: local node {} did not start (see {}/{}/bbnode.log)", names[i], dir,
+                      names[i]);
       else
-        endpoints.emplace_back(hosts.hosts[i].host, endpoint);
+        endpoints.emplace_back(names[i], endpoint);
     }
   } else if (req.launcher == "ssh") {
     // Each host runs bbnode through ssh; it listens on its port, and we connect to it.
-    for (auto& h : hosts.hosts) {
+    for (size_t i = 0; i < hosts.hosts.size(); ++i) {
+      auto& h = hosts.hosts[i];
       auto port = std::to_string(h.port ? h.port : req.s.node_port);
       std::vector<std::string> words;
       std::istringstream ssh(req.s.ssh);
@@ -146,16 +164,18 @@ std::string open_cluster(caf::actor_system& sys, const cluster_request& req, clu
         words.push_back(w);
       // -tt: the remote bbnode gets a terminal, so it hangs up when the ssh session ends.
       words.insert(words.end(), {"-tt", h.host, bbnode_program(req), "--listen", "tcp://0.0.0.0:" + port,
-                                 "--name", h.host, "--devices", std::to_string(h.slots)});
+                                 "--name", names[i], "--devices", std::to_string(h.slots)});
       auto more = node_arguments(req);
       words.insert(words.end(), more.begin(), more.end());
-      out.children.push_back(spawn(words, req.log_dir + "/nodes/" + h.host + "/ssh.log"));
+      out.children.push_back(spawn(words, req.log_dir + "/nodes/" + names[i] + "/ssh.log"));
     }
   }
   if (req.launcher == "none" || req.launcher == "ssh" || req.launcher == "slurm") {
-    for (auto& h : hosts.hosts) {
+    for (size_t i = 0; i < hosts.hosts.size(); ++i) {
+      auto& h = hosts.hosts[i];
       auto host = h.host.find(':') != std::string::npos ? "[" + h.host + "]" : h.host;
-      endpoints.emplace_back(h.host, "tcp://" + host + ":" + std::to_string(h.port ? h.port : req.s.node_port));
+      endpoints.emplace_back(names[i],
+                             "tcp://" + host + ":" + std::to_string(h.port ? h.port : req.s.node_port));
     }
   } else if (req.launcher != "local") {
     return "unknown launcher '" + req.launcher + "' (none, local, ssh, slurm)";
@@ -211,6 +231,10 @@ void close_cluster(cluster& c) {
     }
   }
   c.children.clear();
+  std::error_code ec;
+  for (auto& record : c.records)
+    std::filesystem::remove(record, ec);
+  c.records.clear();
 }
 
 } // namespace bb

@@ -31,15 +31,18 @@ struct cluster_request {
 struct cluster {
   std::vector<std::unique_ptr<remote_node>> links;
   std::vector<pid_t> children;
+  /// The run folder's records of the local launcher's nodes (cluster/local_nodes.hpp).
+  std::vector<std::string> records;
   std::vector<evaluator_actor> slots;
 };
 
 /// Starts (per the launcher) and connects every node of the hostfile. "" or why the sweep
 /// cannot run (a bad hostfile, or no node answered); nodes that do not answer are logged and
-/// left out.
+/// left out. What a launcher starts gets SIGTERM when the calling thread ends: call it from the
+/// thread that lives as long as the sweep.
 std::string open_cluster(caf::actor_system& sys, const cluster_request& req, cluster& out);
 
-/// Says bye to every node and stops the nodes the launcher started.
+/// Says bye to every node, stops the nodes the launcher started and removes their records.
 void close_cluster(cluster& c);
 
 } // namespace bb

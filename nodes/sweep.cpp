@@ -19,6 +19,7 @@
 #include "actors/directory_generator.hpp"
 #include "actors/reporter.hpp"
 #include "actors/slot_watch.hpp"
+#include "cluster/local_nodes.hpp"
 #include "messages/errors.hpp"
 #include "process/proc.hpp"
 #include "results/resume.hpp"
@@ -72,9 +73,9 @@ int prepare_sweep(const CLI::App& app, const cli::flags& given, const std::vecto
   spdlog::set_level(spdlog::level::from_str(out.s.log_level));
   out.plan = make_plan({f.suite, f.data, ops::split_tokens(f.ops), static_cast<size_t>(f.topn),
                         f.smallest_inputs, f.overhead_dominated});
+  cli::report_plan(out.plan);
   if (!out.plan.fatal.empty())
     return fail(out.plan.fatal);
-  cli::report_plan(out.plan);
   if (auto err = cli::attach_flag_gems(f, out.s, out.plan); !err.empty())
     return fail(err);
   if (f.backend == "directory")
@@ -101,6 +102,21 @@ int prepare_sweep(const CLI::App& app, const cli::flags& given, const std::vecto
     out.scratch = ::mkdtemp(tmpl) ? tmpl : "/tmp";
   }
   out.command = cli::command_line(words);
+  if (!out.run_dir.empty()) {
+    // The folder's one owner from here on: nothing is read from or written to it before.
+    auto holder = f.resume.empty() ? out.command : resume_command_for(out.run_dir);
+    if (auto err = out.lock.acquire(out.run_dir, holder); !err.empty())
+      return fail(err);
+    for (auto& node : end_left_nodes(out.run_dir + "/nodes", 10))
+      spdlog::warn("bbcluster: ended node {} (pid {}), left running by the sweep of pid {} on this "
+                   "folder, which is gone", node.name, node.pid, node.coordinator);
+  }
+  if (!f.resume.empty()) {
+    // What the reports show: the sweep's own command, not --resume's expansion of it.
+    sweep_record record;
+    if (read_sweep_record(out.run_dir, record).empty())
+      out.command = recorded_command(record);
+  }
   auto conditions = cli::sweep_conditions(out.s, out.kernels);
   if (!f.resume.empty()) {
     if (auto err = cli::check_resumed_conditions(out.run_dir, conditions, f.resume_anyway); !err.empty())
@@ -117,8 +133,10 @@ int prepare_sweep(const CLI::App& app, const cli::flags& given, const std::vecto
   if (f.resume.empty() && !out.run_dir.empty()) {
     std::error_code ec;
     sweep_record record{args, std::filesystem::current_path(ec).string(), conditions};
-    if (auto err = write_sweep_record(out.run_dir, record); !err.empty())
-      spdlog::warn("bbcluster: {} (this sweep cannot be resumed)", err);
+    if (auto err = write_sweep_record(out.run_dir, record); !err.empty()) {
+      spdlog::error("bbcluster: {} (this sweep cannot be resumed)", err);
+      out.failed_writes.push_back(err);
+    }
   }
   for (auto& op : out.plan.work.ops)
     out.inputs_per_op[op.op_name] = op.correctness.size();
@@ -173,6 +191,8 @@ void sweep::stop() {
 
 void sweep::start_console() {
   board_ = std::make_shared<progress_board>(setup_.inputs_per_op, setup_.resumed.previous);
+  for (auto& w : setup_.failed_writes)
+    board_->write_failed(w);
   console_ = std::make_unique<console>(board_, choose_progress_mode(setup_.f.quiet, STDERR_FILENO),
                                        setup_.s.progress_interval_s);
   auto logger = std::make_shared<spdlog::logger>("bbcluster", console_->sink());
@@ -337,7 +357,7 @@ int sweep::run() {
     if (report.failed_jobs > 0)
       spdlog::warn("bbcluster: {} of {} jobs failed as a whole (a kernel that did not build, load or "
                    "finish; see failed_tests.json)", report.failed_jobs, report.jobs);
-    if (!report.log_dir.empty())
+    if (!report.log_dir.empty() && board_->failed_writes().empty())
       spdlog::info("bbcluster: reports in {} (report.html shows them)",
                    std::filesystem::absolute(report.log_dir).string());
     if (!generative_.run_folder.empty())
@@ -354,6 +374,18 @@ int sweep::run() {
   }
   if (signals_seen > 0)
     rc = 128 + first_signal;
+  // The last line: what the run folder lacks, however the sweep ended.
+  if (auto failed = board_->failed_writes(); !failed.empty()) {
+    constexpr size_t named = 5;
+    std::string files;
+    for (size_t i = 0; i < failed.size() && i < named; ++i)
+      files += (i ? "; " : "") + failed[i];
+    if (failed.size() > named)
+      files += "; and " + std::to_string(failed.size() - named) + " more";
+    std::cerr << "bbcluster: the sweep's records are incomplete, " << failed.size()
+              << (failed.size() == 1 ? " file" : " files") << " not written: " << files << std::endl;
+    rc = rc == 0 ? 1 : rc;
+  }
   return rc;
 }
 

@@ -25,6 +25,7 @@
 #include "nodes/console.hpp"
 #include "nodes/local_node.hpp"
 #include "results/progress_board.hpp"
+#include "results/run_lock.hpp"
 #include "suite/plan.hpp"
 
 namespace bb {
@@ -38,16 +39,23 @@ struct sweep_setup {
   /// The run folder; empty with --disable-output-logs (then `scratch` holds the logs).
   std::string run_dir;
   std::string scratch;
+  /// The sweep's own command line (a resumed sweep's: the one it was started with).
   std::string command;
+  /// The run folder's lock, held as long as the sweep (results/run_lock.hpp).
+  run_lock lock;
   cli::resumed_sweep resumed;
   bool generative = false;
   cli::generative_plan gplan;
   /// Every operator of the sweep with its number of inputs, those finished before included.
   std::map<std::string, uint64_t> inputs_per_op;
+  /// Writes that failed before the sweep started (sweep.json): "cannot write PATH: why".
+  std::vector<std::string> failed_writes;
 };
 
-/// Reads the command line (after --resume's expansion: `args`, `words`) into a setup; -1 to
-/// go on, else the exit status (after --list, or 2 with the reason printed).
+/// Reads the command line (after --resume's expansion: `args`, `words`) into a setup, takes
+/// the run folder's lock and ends the nodes a killed sweep of the folder left running; -1 to
+/// go on, else the exit status (after --list, or 2 with the reason printed: also when another
+/// sweep holds the folder).
 int prepare_sweep(const CLI::App& app, const cli::flags& f, const std::vector<std::string>& args,
                   const std::vector<char*>& words, sweep_setup& out);
 
@@ -62,8 +70,8 @@ public:
   std::string start();
 
   /// Runs the sweep to its end, or to a stop by signal; prints the scores (and after a stop
-  /// the resume command) and returns the exit status: 0, 1 (the sweep failed), 130 (SIGINT)
-  /// or 143 (SIGTERM).
+  /// the resume command) and returns the exit status: 0, 1 (the sweep failed, or a write of
+  /// its records did: the last line on stderr names the files), 130 (SIGINT) or 143 (SIGTERM).
   int run();
 
   /// Stops what start() started, in reverse order. Called by the destructor too.

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include <dirent.h>
+#include <unistd.h>
 
 namespace bb {
 
@@ -34,6 +35,37 @@ std::optional<proc_stat> read_proc_stat(pid_t pid) {
     return std::nullopt;
   out.ppid = ppid;
   return out;
+}
+
+std::vector<std::string> read_proc_cmdline(pid_t pid) {
+  std::vector<std::string> out;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/cmdline", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "re");
+  if (!f)
+    return out;
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;)
+    text.append(buf, n);
+  std::fclose(f);
+  // NUL-terminated arguments, one after the other.
+  for (size_t at = 0; at < text.size();) {
+    auto end = text.find('\0', at);
+    if (end == std::string::npos)
+      end = text.size();
+    out.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+std::string read_proc_cwd(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/cwd", static_cast<int>(pid));
+  char target[4096];
+  ssize_t n = ::readlink(path, target, sizeof(target) - 1);
+  return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
 }
 
 std::vector<proc_stat> children_of(pid_t parent) {

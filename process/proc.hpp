@@ -1,6 +1,7 @@
 #pragma once
 
-// What Linux's /proc says of processes: one process's stat line, a process's children.
+// What Linux's /proc says of processes: one process's stat line, its command line and working
+// folder, a process's children.
 
 #include <optional>
 #include <string>
@@ -21,6 +22,13 @@ struct proc_stat {
 
 /// /proc/<pid>/stat, or nothing when there is no such process.
 std::optional<proc_stat> read_proc_stat(pid_t pid);
+
+/// /proc/<pid>/cmdline: the program's arguments, argv[0] first; empty when there is no such
+/// process (or it is a zombie, or not ours to read).
+std::vector<std::string> read_proc_cmdline(pid_t pid);
+
+/// Where /proc/<pid>/cwd points; "" when it cannot be read.
+std::string read_proc_cwd(pid_t pid);
 
 /// The processes whose parent is `parent`.
 std::vector<proc_stat> children_of(pid_t parent);

@@ -1,5 +1,10 @@
 #include "results/journal.hpp"
 
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace bb {
@@ -121,31 +126,53 @@ eval_result parse_journal_line(const std::string& line) {
 }
 
 journal_writer::~journal_writer() {
-  if (file_)
-    std::fclose(file_);
+  if (fd_ >= 0)
+    ::close(fd_);
 }
 
 bool journal_writer::open(const std::string& path) {
+  path_ = path;
+  // Read and write: the torn-line check reads the last byte.
+  fd_ = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+  struct stat st {};
+  if (fd_ < 0 || ::fstat(fd_, &st) != 0)
+    return fail("cannot open");
+  size_ = st.st_size;
   // A journal cut short by a kill ends in half a line: the next line starts on its own.
-  bool torn = false;
-  if (std::FILE* in = std::fopen(path.c_str(), "rb")) {
-    torn = std::fseek(in, -1, SEEK_END) == 0 && std::fgetc(in) != '\n';
-    std::fclose(in);
-  }
-  file_ = std::fopen(path.c_str(), "a");
-  if (file_ && torn && (std::fputc('\n', file_) == EOF || std::fflush(file_) != 0))
-    return false;
-  return file_ != nullptr;
+  char last = '\n';
+  if (size_ > 0 && ::pread(fd_, &last, 1, size_ - 1) != 1)
+    last = '\n';
+  return last == '\n' || write_whole("\n");
 }
 
 bool journal_writer::append(const eval_result& r, const std::string& event) {
-  if (!file_)
+  if (fd_ < 0)
     return false;
-  auto line = journal_line(r, event);
-  line += '\n';
-  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size())
-    return false;
-  return std::fflush(file_) == 0;
+  return write_whole(journal_line(r, event) + "\n");
+}
+
+bool journal_writer::write_whole(const std::string& text) {
+  for (size_t done = 0; done < text.size();) {
+    auto n = ::write(fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      // No torn line stays behind: the next one starts where this one did.
+      int why = errno;
+      if (done > 0)
+        (void)::ftruncate(fd_, size_);
+      errno = why;
+      return fail("cannot append to");
+    }
+    done += static_cast<size_t>(n);
+  }
+  size_ += static_cast<off_t>(text.size());
+  return true;
+}
+
+bool journal_writer::fail(const char* what) {
+  error_ = std::string(what) + " " + path_ + ": " + std::strerror(errno);
+  return false;
 }
 
 } // namespace bb

@@ -38,7 +38,7 @@ double process_cpu_seconds() {
   return seconds(u.ru_utime) + seconds(u.ru_stime);
 }
 
-std::string format_profile(const sweep_profile& p) {
+std::string format_profile(const sweep_profile& p, const std::string& kept_in) {
   if (p.total.empty())
     return "";
   static const std::map<std::string, std::string> short_names = {
@@ -46,7 +46,8 @@ std::string format_profile(const sweep_profile& p) {
     {"reference_calls", "ref"},    {"kernel_calls", "kernel"},   {"compare", "compare"},
     {"honesty", "honesty"},        {"time_reference", "t_ref"},  {"time_kernel", "t_kernel"},
     {"moving_results", "move"},    {"waiting", "wait"}};
-  std::string out = "profile: seconds per evaluator slot and phase (profile.json has them all)\n";
+  std::string out = "profile: seconds per evaluator slot and phase"
+                    + (kept_in.empty() ? std::string() : " (" + kept_in + " has them all)") + "\n";
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%-16s", "slot");
   out += buf;

@@ -35,8 +35,9 @@ sweep_profile make_profile(const std::vector<eval_result>& results);
 double process_cpu_seconds();
 
 /// The table printed at the end of a sweep: a row per slot, a column per phase, and the
-/// largest phases over the whole sweep with their shares.
-std::string format_profile(const sweep_profile& p);
+/// largest phases over the whole sweep with their shares. `kept_in` names the file that
+/// holds them all (profile.json) in the heading; "" when none was written.
+std::string format_profile(const sweep_profile& p, const std::string& kept_in);
 
 /// profile.json: the same numbers, per slot and in total.
 nlohmann::json profile_json(const sweep_profile& p);

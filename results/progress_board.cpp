@@ -42,6 +42,17 @@ void progress_board::count(const eval_result& r) {
     ++s_.failures[f];
 }
 
+void progress_board::write_failed(const std::string& what) {
+  std::lock_guard<std::mutex> guard(m_);
+  if (failed_seen_.insert(what).second)
+    failed_writes_.push_back(what);
+}
+
+std::vector<std::string> progress_board::failed_writes() const {
+  std::lock_guard<std::mutex> guard(m_);
+  return failed_writes_;
+}
+
 size_t progress_board::add_slot(const std::string& node) {
   std::lock_guard<std::mutex> guard(m_);
   s_.slots.push_back({node, "", false});

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,12 @@ public:
   void finished(const eval_result& r);
   /// The sweep is stopping: `why` is shown in place of the estimate.
   void stopping(const std::string& why);
+  /// A write the sweep's records now lack (the journal's, an operator's record, a report's
+  /// last version): `what` names the file and why ("cannot write PATH: No space left on
+  /// device"). The sweep then ends non-zero, naming them (nodes/sweep.cpp).
+  void write_failed(const std::string& what);
+  /// Those writes, each text once, in the order they first failed.
+  std::vector<std::string> failed_writes() const;
 
   progress_snapshot snapshot() const;
 
@@ -73,6 +80,8 @@ private:
   /// Inputs of unfinished operators counted from their shards.
   std::map<std::string, uint64_t> shard_inputs_;
   progress_snapshot s_;
+  std::vector<std::string> failed_writes_;
+  std::set<std::string> failed_seen_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 

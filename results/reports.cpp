@@ -1,12 +1,17 @@
 #include "results/reports.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <tuple>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "results/journal.hpp"
 
@@ -33,15 +38,39 @@ std::string fmt2(double x) {
 std::string write_file_atomically(const std::filesystem::path& path, const std::string& text) {
   auto tmp = path;
   tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.flush())
-      return "cannot write " + tmp.string();
+  // What failed, with errno's text; the temporary (empty or half written) goes.
+  auto failed = [&](const std::string& what) {
+    int why = errno;
+    ::unlink(tmp.c_str());
+    return what + ": " + std::strerror(why);
+  };
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0)
+    return failed("cannot write " + path.string());
+  for (size_t done = 0; done < text.size();) {
+    auto n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      auto err = failed("cannot write " + path.string());
+      ::close(fd);
+      return err;
+    }
+    done += static_cast<size_t>(n);
   }
+  if (::close(fd) != 0)
+    return failed("cannot write " + path.string());
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return failed("cannot rename " + tmp.string() + " to " + path.string());
+  return "";
+}
+
+std::string write_final_file(const std::filesystem::path& path, const std::string& text) {
+  auto err = write_file_atomically(path, text);
   std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  return ec ? "cannot rename " + tmp.string() + ": " + ec.message() : "";
+  if (!err.empty() && std::filesystem::remove(path, ec))
+    err += " (its earlier version, written before the end, removed)";
+  return err;
 }
 
 namespace {
@@ -349,17 +378,24 @@ std::map<std::string, op_rows> rows_by_op(const std::vector<eval_result>& result
 
 namespace {
 
-// The reports rewritten as operators finish: the operator summary and OVERALL_SUMMARY.md.
+// Each failure on a line of its own.
+void add_failure(std::string& errors, const std::string& err) {
+  if (!err.empty())
+    errors += (errors.empty() ? "" : "\n") + err;
+}
+
+// The reports rewritten as operators finish: the operator summary and OVERALL_SUMMARY.md;
+// `write` is write_file_atomically while the sweep runs, write_final_file at its end.
 std::string write_summaries(const std::filesystem::path& base, const std::string& command,
                             const std::map<std::string, op_rows>& by_op,
                             const std::vector<eval_result>& results, const scores& s,
-                            const report_status& status) {
-  for (auto err : {write_file_atomically(base / "operator_summary.csv", summary_csv(by_op)),
-                   write_file_atomically(base / "OVERALL_SUMMARY.md",
-                                         overall_summary(command, by_op, s, results, status))})
-    if (!err.empty())
-      return err;
-  return "";
+                            const report_status& status,
+                            std::string (*write)(const std::filesystem::path&, const std::string&)) {
+  std::string errors;
+  add_failure(errors, write(base / "operator_summary.csv", summary_csv(by_op)));
+  add_failure(errors, write(base / "OVERALL_SUMMARY.md",
+                            overall_summary(command, by_op, s, results, status)));
+  return errors;
 }
 
 std::string make_folder(const std::string& dir) {
@@ -375,7 +411,8 @@ std::string write_growing_reports(const std::string& dir, const std::string& com
                                   const report_status& status) {
   if (auto err = make_folder(dir); !err.empty())
     return err;
-  return write_summaries(dir, command, rows_by_op(results, nullptr, nullptr), results, s, status);
+  return write_summaries(dir, command, rows_by_op(results, nullptr, nullptr), results, s, status,
+                         write_file_atomically);
 }
 
 std::string write_operator_record(const std::string& dir, const eval_result& r,
@@ -399,11 +436,11 @@ std::string write_reports(const std::string& dir, const std::string& command,
   json failed = json::array();
   auto by_op = rows_by_op(results, &all, &failed);
   std::filesystem::path base(dir);
-  for (auto err : {write_file_atomically(base / "full_results.json", dump(sorted_by_op_and_args(all))),
-                   write_file_atomically(base / "failed_tests.json", dump(sorted_by_op_and_args(failed)))})
-    if (!err.empty())
-      return err;
-  return write_summaries(base, command, by_op, results, s, status);
+  std::string errors;
+  add_failure(errors, write_final_file(base / "full_results.json", dump(sorted_by_op_and_args(all))));
+  add_failure(errors, write_final_file(base / "failed_tests.json", dump(sorted_by_op_and_args(failed))));
+  add_failure(errors, write_summaries(base, command, by_op, results, s, status, write_final_file));
+  return errors;
 }
 
 } // namespace bb

@@ -13,8 +13,15 @@
 
 namespace bb {
 
-/// Writes through a temporary and renames, so a reader never sees half a file; "" or why not.
+/// Writes through a temporary (`path`.tmp) and renames, so a reader never sees half a file;
+/// "" or why not: "cannot write PATH: " and errno's text ("No space left on device"). A
+/// temporary that could not be written or renamed is removed.
 std::string write_file_atomically(const std::filesystem::path& path, const std::string& text);
+
+/// A report's last version, written when the sweep ends: as write_file_atomically, but when
+/// that fails the earlier `path` is removed too (and the error says so), so no version
+/// written before the end (one saying "Running") outlives the sweep.
+std::string write_final_file(const std::filesystem::path& path, const std::string& text);
 
 /// How complete the reports are: a sweep still running, or one stopped before the end.
 struct report_status {
@@ -29,14 +36,14 @@ struct report_status {
   std::map<std::string, std::string> not_evaluated;
 };
 
-/// Writes the four report files into `dir` (created if missing). Returns an empty string on
-/// success, else what failed and where.
+/// Writes the four report files into `dir` (created if missing), each with write_final_file,
+/// every one tried. Returns an empty string on success, else a line per file not written.
 std::string write_reports(const std::string& dir, const std::string& command,
                           const std::vector<eval_result>& results, const scores& s,
                           const report_status& status = {});
 
 /// Writes the reports that grow while a sweep runs (operator_summary.csv and
-/// OVERALL_SUMMARY.md), each atomically; "" or what failed.
+/// OVERALL_SUMMARY.md), each atomically; "" or a line per file not written.
 std::string write_growing_reports(const std::string& dir, const std::string& command,
                                   const std::vector<eval_result>& results, const scores& s,
                                   const report_status& status);

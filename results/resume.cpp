@@ -78,20 +78,31 @@ std::vector<std::string> changed_conditions(const std::map<std::string, std::str
   return out;
 }
 
-std::string resume_command_for(const std::string& run_dir) {
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+std::string shell_command(const std::string& program, const std::vector<std::string>& args) {
   auto quoted = [](const std::string& word) {
-    if (word.find_first_of(" \t'\"$`\\*?;&|<>()") == std::string::npos)
+    if (!word.empty() && word.find_first_of(" \t\n'\"$`\\*?[]{}~#!;&|<>()") == std::string::npos)
       return word;
     std::string out = "'";
     for (char c : word)
       out += c == '\'' ? std::string("'\\''") : std::string(1, c);
     return out + "'";
   };
+  auto out = quoted(program);
+  for (auto& a : args)
+    out += " " + quoted(a);
+  return out;
+}
+
+std::string resume_command_for(const std::string& run_dir) {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   auto program = ec ? std::string("bbcluster") : exe.string();
   auto dir = std::filesystem::absolute(run_dir, ec).lexically_normal().string();
-  return quoted(program) + " --resume " + quoted(dir);
+  return shell_command(program, {"--resume", dir});
+}
+
+std::string recorded_command(const sweep_record& r) {
+  return shell_command("bbcluster", r.args);
 }
 
 std::vector<eval_result> shards_to_keep(const op_inputs& op, const std::vector<eval_result>& lines) {

@@ -28,9 +28,16 @@ struct sweep_record {
 std::vector<std::string> changed_conditions(const std::map<std::string, std::string>& then,
                                             const std::map<std::string, std::string>& now);
 
+/// `program` and `args` as one shell command line, each word quoted where a shell needs it.
+std::string shell_command(const std::string& program, const std::vector<std::string>& args);
+
 /// The command that takes up the sweep of `run_dir`: this program's path, --resume and the
 /// folder's absolute path, quoted for a shell where needed.
 std::string resume_command_for(const std::string& run_dir);
+
+/// The command a recorded sweep was started with (`bbcluster` and its arguments, to be run in
+/// its folder `r.cwd`): what a resumed sweep's reports show, as the sweep's own would.
+std::string recorded_command(const sweep_record& r);
 
 /// Writes `<run_dir>/sweep.json`; "" or why not.
 std::string write_sweep_record(const std::string& run_dir, const sweep_record& r);

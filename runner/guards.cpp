@@ -92,11 +92,19 @@ uint64_t mix(uint64_t h, uint64_t x) {
 
 void refresh_floats(built_call& call, uint64_t seed, const at::Device& device) {
   auto gen = make_input_generator(seed, device);
+  bool any_float = has_float_tensors(call);
   each_tensor(call, [&](const at::Tensor& t) {
-    if (!is_float(t))
-      return;
-    if (auto whole = whole_storage(t, real_type(t)); whole.defined())
-      whole.uniform_(0.0, 1.0, gen);
+    if (is_float(t)) {
+      if (auto whole = whole_storage(t, real_type(t)); whole.defined())
+        whole.uniform_(0.0, 1.0, gen);
+    } else if (!any_float && t.numel() > 1) {
+      // A call of integer and bool tensors only: their values reordered, so that every index
+      // or count the operator took stays one it takes, and a replay by pointer is wrong.
+      if (auto whole = whole_storage(t, t.scalar_type()); whole.defined() && whole.numel() > 1) {
+        auto order = at::randperm(whole.numel(), gen, at::TensorOptions().dtype(at::kLong).device(device));
+        whole.copy_(whole.index_select(0, order));
+      }
+    }
   });
 }
 
@@ -121,9 +129,24 @@ void poison_outputs(const c10::IValue& value, const built_call& keep) {
     if (!data || std::find(kept.begin(), kept.end(), data) != kept.end() || !done.insert(data).second)
       return;
     auto bytes = whole_storage(t, at::kByte);
-    if (bytes.defined())
-      bytes.fill_(t.scalar_type() == at::kBool ? 1 : 0xFF);
+    if (!bytes.defined())
+      return;
+    if (t.scalar_type() == at::kBool) {
+      // true and false in turn: a mask never written is not all of either.
+      bytes.fill_(0);
+      bytes.slice(0, 0, bytes.numel(), 2).fill_(1);
+    } else {
+      bytes.fill_(0xFF);
+    }
   });
+}
+
+bool has_integer_tensors(const c10::IValue& value) {
+  bool any = false;
+  each_tensor(value, [&](const at::Tensor& t) {
+    any = any || (at::isIntegralType(t.scalar_type(), false) && t.numel() > 0);
+  });
+  return any;
 }
 
 bool has_float_tensors(const built_call& call) {
@@ -164,18 +187,23 @@ std::vector<variant> extra_inputs(const built_call& call, uint64_t seed, const a
   return out;
 }
 
-std::string not_plain(const c10::IValue& value) {
+std::string not_plain(const c10::IValue& value, const c10::IValue& reference) {
+  // The kinds of tensor the operator itself returns are plain for it (quantized, CSR, nested).
+  std::set<std::string> own_kinds;
+  each_tensor(reference, [&](const at::Tensor& t) { own_kinds.insert(typeid(*t.unsafeGetTensorImpl()).name()); });
   std::string why;
   each_tensor(value, [&](const at::Tensor& t) {
     if (!why.empty())
       return;
     auto* impl = t.unsafeGetTensorImpl();
-    if (t.is_meta())
+    const char* kind = typeid(*impl).name();
+    if (t.is_meta() && !own_kinds.count(kind))
       why = "a meta tensor (no data)";
     else if (t.key_set().has(c10::DispatchKey::Python))
       why = "a tensor with Python dispatch (a tensor subclass or mode)";
-    else if (typeid(*impl) != typeid(c10::TensorImpl) && typeid(*impl) != typeid(at::SparseTensorImpl))
-      why = std::string("a wrapped tensor (") + typeid(*impl).name() + ")";
+    else if (typeid(*impl) != typeid(c10::TensorImpl) && typeid(*impl) != typeid(at::SparseTensorImpl)
+             && !own_kinds.count(kind))
+      why = std::string("a wrapped tensor (") + kind + ")";
   });
   return why;
 }
@@ -209,7 +237,12 @@ const std::set<std::string>& relied_on() {
     "aten::reshape", "aten::set_", "aten::slice", "aten::stack", "aten::sub", "aten::sum",
     "aten::_to_copy", "aten::to", "aten::uniform_", "aten::view", "aten::view_as_complex",
     "aten::view_as_real", "aten::where", "aten::zero_", "aten::zeros", "aten::narrow",
-    "aten::amax", "aten::maximum", "aten::gt", "aten::lt", "aten::ge"};
+    "aten::amax", "aten::maximum", "aten::gt", "aten::lt", "aten::ge", "aten::bitwise_and",
+    "aten::bitwise_or", "aten::bitwise_not", "aten::bitwise_xor", "aten::logical_not",
+    "aten::detach", "aten::empty_strided", "aten::empty_like", "aten::randperm",
+    "aten::index_select", "aten::masked_select", "aten::nonzero", "aten::item",
+    "aten::_local_scalar_dense", "aten::resize_", "aten::contiguous", "aten::expand",
+    "aten::alias", "aten::_indices", "aten::_values", "aten::select", "aten::unbind"};
   return names;
 }
 

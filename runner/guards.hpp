@@ -23,7 +23,8 @@ namespace bb::runner {
 /// Refills every floating-point (and complex) tensor of `call` in place, over its whole
 /// storage, with make_tensor's distribution (uniform in [0, 1)) drawn from `seed`: the same
 /// kinds of values as the input's own, but ones no earlier call has seen. Integer and bool
-/// tensors (indices, masks) stay as they are.
+/// tensors (indices, masks) keep their values, except in a call that has no floating-point
+/// tensor, where their elements are put in an order drawn from `seed`.
 void refresh_floats(built_call& call, uint64_t seed, const at::Device& device);
 
 /// The content seed of one call: the same for both sides of a timing, different for every
@@ -31,7 +32,7 @@ void refresh_floats(built_call& call, uint64_t seed, const at::Device& device);
 /// warm-up calls (`timed` false) apart from timed ones. The last timed call of each round takes
 /// a seed of its round alone, so that both sides' checked calls see the same values.
 uint64_t call_seed(uint64_t input_seed, uint64_t measurement, int64_t round, int64_t index,
-                   bool timed, bool last_of_round);
+                   bool timed, bool checked);
 
 /// Fills the storages of `value`'s tensors with the canary (every bit set: NaN for floating
 /// point, -1 for integers, true for bool) unless they share memory with a tensor of `keep`:
@@ -47,13 +48,17 @@ struct variant {
 };
 std::vector<variant> extra_inputs(const built_call& call, uint64_t seed, const at::Device& device);
 
+/// Whether `value` holds a non-empty integer tensor (indices, counts; bool is not one).
+bool has_integer_tensors(const c10::IValue& value);
+
 /// Whether `call` has a floating-point tensor an extra input would change.
 bool has_float_tensors(const built_call& call);
 
-/// Why `value` is not made of plain dense (or sparse COO) tensors of torch's own types: "" when
-/// it is. A tensor subclass, a wrapper (functional, fake, nested), a meta tensor or one with
-/// Python dispatch is not.
-std::string not_plain(const c10::IValue& value);
+/// Why `value` is not made of plain dense (or sparse COO) tensors of torch's own types, or of
+/// the kinds of tensor `reference` (the operator's own output) is made of: "" when it is. A
+/// tensor subclass, a wrapper (functional, fake), a meta tensor or one with Python dispatch is
+/// not.
+std::string not_plain(const c10::IValue& value, const c10::IValue& reference = {});
 
 /// Whether two values share a tensor storage.
 bool shares_storage(const c10::IValue& a, const c10::IValue& b);

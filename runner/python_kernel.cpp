@@ -62,8 +62,21 @@ def mark_threads():
     global threads_before
     threads_before = set(threading.enumerate())
 
+# Threads that libraries start and keep idle (torch.compile's workers, executors): not the
+# kernel's work left running. A kernel's own thread runs a function of its own module or any
+# code outside these.
+library_modules = ('torch', 'triton', 'concurrent.futures', 'multiprocessing', 'queue',
+                   'asyncio', 'threading', 'logging')
+
+def owned_by_library(t):
+    target = getattr(t, '_target', None) or getattr(t, 'function', None)
+    module = getattr(target, '__module__', None) or ''
+    return target is not None and module.split('.')[0] in {m.split('.')[0] for m in library_modules} \
+        and any(module == m or module.startswith(m + '.') for m in library_modules)
+
 def new_threads():
-    return [t.name for t in threading.enumerate() if t not in threads_before and t.is_alive()]
+    return [t.name for t in threading.enumerate()
+            if t not in threads_before and t.is_alive() and not owned_by_library(t)]
 
 def describe(kind, value, tb):
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith('<'):

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <random>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
@@ -38,6 +39,30 @@ double t_quantile(int64_t df) {
   if (df <= 30)
     return table[df - 1];
   return 1.96 + 2.4 / static_cast<double>(df);
+}
+
+// The calls of a round of `n` whose outputs are checked: two drawn at random (the one call of
+// a round of one), from the operating system's entropy, so that no kernel can predict them.
+struct checked_calls {
+  int64_t a = -1;
+  int64_t b = -1;
+  bool has(int64_t i) const {
+    return i == a || i == b;
+  }
+};
+
+checked_calls pick_checked(int64_t n) {
+  static std::random_device entropy;
+  checked_calls c;
+  if (n <= 0)
+    return c;
+  c.a = static_cast<int64_t>(entropy() % static_cast<uint64_t>(n));
+  if (n > 1) {
+    c.b = static_cast<int64_t>(entropy() % static_cast<uint64_t>(n - 1));
+    if (c.b >= c.a)
+      ++c.b;
+  }
+  return c;
 }
 
 // How one side's calls are spread over rounds: `calls` in `rounds` nearly equal shares.
@@ -122,8 +147,9 @@ paired_timing cpu_pair(const timed_side& reference, const timed_side& kernel,
   std::vector<std::vector<double>> ref_rounds(static_cast<size_t>(rounds));
   std::vector<std::vector<double>> kernel_rounds(static_cast<size_t>(rounds));
   auto run = [](const timed_side& side, int64_t round, int64_t n, std::vector<double>& out) {
+    auto checked = pick_checked(n);
     for (int64_t i = 0; i < n; ++i)
-      out.push_back(run_call(side, {round, i, i == n - 1, true}));
+      out.push_back(run_call(side, {round, i, checked.has(i), true}));
   };
   for (int64_t r = 0; r < rounds; ++r) {
     // Odd rounds time the kernel first: the order cancels out over the rounds.
@@ -188,8 +214,9 @@ void cuda_prime(cuda_side& side, at::Tensor& cache, const runner_options& opts) 
 struct queued_calls {
   std::vector<at::cuda::CUDAEvent> starts, ends;
   void queue(const timed_side& side, int64_t round, at::Tensor& cache, int64_t n) {
+    auto checked = pick_checked(n);
     for (int64_t i = 0; i < n; ++i) {
-      call_point p{round, i, i == n - 1, true};
+      call_point p{round, i, checked.has(i), true};
       if (side.before)
         side.before(p);
       cache.zero_();
@@ -351,8 +378,9 @@ paired_timing cuda_synchronized_pair(const timed_side& reference, const timed_si
       auto& side = ref_turn ? reference : kernel;
       int64_t n = share(ref_turn ? ref_calls : ker_calls, rounds, r);
       auto& out = (ref_turn ? ref_rounds : ker_rounds)[static_cast<size_t>(r)];
+      auto checked = pick_checked(n);
       for (int64_t i = 0; i < n; ++i)
-        out.push_back(one(side, {r, i, i == n - 1, true}));
+        out.push_back(one(side, {r, i, checked.has(i), true}));
     }
   }
   return paired_from_rounds(cached, ref_rounds, ker_rounds);

@@ -37,12 +37,13 @@ struct speedup_estimate {
 using timed_fn = std::function<void(int64_t round)>;
 
 /// Where one call of a side lies: its round, its number among that side's calls of the round,
-/// and whether it is the side's last call of the round (the one whose output is checked).
-/// Warm-up and estimate calls have `timed` false.
+/// and whether its output is to be checked (two calls of each round, drawn from the operating
+/// system's entropy, so that no kernel can tell which). Warm-up and estimate calls have
+/// `timed` false.
 struct call_point {
   int64_t round = 0;
   int64_t index = 0;
-  bool last_of_round = false;
+  bool checked = false;
   bool timed = true;
 };
 

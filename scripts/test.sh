@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up (scripts/setup.sh: packages, Python with torch, build) and runs every test. Tests
-# tagged [gpu] skip themselves on a machine without a GPU. Extra arguments go to ctest, e.g.
+# tagged [gpu] skip themselves on a machine without a GPU: ctest counts them as skipped and
+# the end of the run lists each with its reason. Extra arguments go to ctest, e.g.
 # scripts/test.sh -R integration.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,6 +24,13 @@ if ! command -v chromium >/dev/null && command -v apt-get >/dev/null; then
 fi
 cd "$build_dir"
 rc=0
+# A test that cannot run here exits 77 (ctest: "Skipped", never "Passed") and says why here.
+export BB_TEST_SKIP_LOG="$build_dir/skipped_tests.txt"
+rm -f "$BB_TEST_SKIP_LOG"
 ctest --output-on-failure --timeout 900 -j "$(nproc)" "$@" || rc=$?
+if [ -s "$BB_TEST_SKIP_LOG" ]; then
+  echo "[test] $(wc -l < "$BB_TEST_SKIP_LOG") tests skipped, and why:" >&2
+  sed 's/^/[test]   /' "$BB_TEST_SKIP_LOG" >&2
+fi
 echo "[test] tests took $(( $(date +%s) - built )) s" >&2
 exit $rc

@@ -41,11 +41,41 @@ bool load_opinfo_plan(const std::string& path, suite& loaded, sweep_plan& plan) 
   return true;
 }
 
+std::string join(const std::vector<std::string>& words, const char* between) {
+  std::string out;
+  for (auto& w : words)
+    out += (out.empty() ? "" : between) + w;
+  return out;
+}
+
+// Why a torchbench plan whose data (`files` files) gave no operator at all has none.
+std::string empty_data_reason(const std::string& data, size_t files, const sweep_plan& plan) {
+  std::vector<std::string> parts;
+  if (plan.excluded_rows > 0)
+    parts.push_back(std::to_string(plan.excluded_rows) + " rows not included_in_benchmark");
+  if (plan.not_overhead_rows > 0)
+    parts.push_back(std::to_string(plan.not_overhead_rows)
+                    + " rows not marked is_overhead_dominated_op");
+  if (!plan.skipped_ops.empty())
+    parts.push_back(std::to_string(plan.skipped_ops.size())
+                    + " operators BackendBench's torchbench suite skips");
+  auto bad = std::to_string(plan.input_errors.size());
+  if (!plan.input_errors.empty())
+    parts.push_back(parts.empty() ? "none of its lines parse (" + bad + " lines)"
+                                  : bad + " lines that do not parse");
+  if (parts.empty())
+    parts.push_back(files == 1 ? "it holds no input ('cnt:' line or .jsonl row)"
+                               : "its " + std::to_string(files)
+                                   + " trace files hold no input ('cnt:' line or .jsonl row)");
+  return "--data " + data + " selects no operator: " + join(parts, "; ");
+}
+
 } // namespace
 
 sweep_plan make_plan(const plan_request& req) {
   sweep_plan plan;
   suite loaded;
+  size_t files = 0;
   if (req.suite_name == "smoke") {
     loaded = smoke_suite();
   } else if (req.suite_name == "torchbench") {
@@ -58,6 +88,7 @@ sweep_plan make_plan(const plan_request& req) {
       plan.fatal = report.fatal;
       return plan;
     }
+    files = report.files;
     loaded = std::move(report.loaded);
     plan.input_errors = std::move(report.errors);
     plan.skipped_ops = std::move(report.skipped);
@@ -106,6 +137,19 @@ sweep_plan make_plan(const plan_request& req) {
       if (op.performance.size() > req.topn)
         op.performance.resize(req.topn);
     }
+  // A sweep of nothing would end in exit 0 with empty reports: say why instead.
+  if (plan.work.ops.empty()) {
+    if (loaded.ops.empty())
+      plan.fatal = empty_data_reason(req.data, files, plan);
+    else if (!plan.wholly_excluded.empty())
+      plan.fatal = "--ops " + join(req.ops, ",") + " selects only operators none of whose rows "
+                   "are included_in_benchmark (" + std::to_string(plan.wholly_excluded.size())
+                   + " operators)";
+    else
+      plan.fatal = "--ops " + join(req.ops, ",") + " selects none of the "
+                   + std::to_string(loaded.ops.size()) + " operators of suite " + loaded.name
+                   + " (--list shows them)";
+  }
   return plan;
 }
 

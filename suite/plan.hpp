@@ -29,7 +29,8 @@ struct plan_request {
 
 struct sweep_plan {
   suite work;
-  /// Why nothing can run (no --data, unreadable data); empty when the plan is usable.
+  /// Why nothing can run (no --data, unreadable data, no operator selected: empty or junk
+  /// data, --ops matching nothing); empty when the plan is usable.
   std::string fatal;
   /// Lines that did not parse ("file:line:column: ..."), left out.
   std::vector<std::string> input_errors;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -53,7 +54,7 @@ void trace_loader::add(std::string op_name, const std::string& call_text,
     op_name = "aten.sum.dim_IntList";
   auto parsed = args::parse_call(call_text);
   if (auto* e = std::get_if<args::parse_error>(&parsed)) {
-    out_.errors.push_back(origin + ":" + std::to_string(column0 + e->column) + ": expected "
+    error(origin + ":" + std::to_string(column0 + e->column) + ": expected "
                           + e->expected + ", found " + e->found);
     return;
   }
@@ -77,8 +78,13 @@ load_report trace_loader::finish() {
   return std::move(out_);
 }
 
+void trace_loader::error(const std::string& what) {
+  out_.errors.push_back(printable(what));
+}
+
 void trace_loader::add_trace_text(const std::string& text, const std::string& origin) {
   auto& out = out_;
+  ++out.files;
   std::istringstream in(text);
   std::string op;
   size_t number = 0;
@@ -91,29 +97,29 @@ void trace_loader::add_trace_text(const std::string& text, const std::string& or
     if (line.rfind("Operator:", 0) == 0) {
       op = trim(line.substr(9));
       if (op.empty())
-        out.errors.push_back(where + ":10: expected an operator name after 'Operator:'");
+        error(where + ":10: expected an operator name after 'Operator:'");
       continue;
     }
     if (line.rfind("cnt:", 0) != 0) {
-      out.errors.push_back(where + ":1: expected 'Operator: NAME' or 'cnt: N, (ARGS, KWARGS)', found '"
+      error(where + ":1: expected 'Operator: NAME' or 'cnt: N, (ARGS, KWARGS)', found '"
                            + line.substr(0, 24) + "'");
       continue;
     }
     if (op.empty()) {
-      out.errors.push_back(where + ":1: a 'cnt:' line before any 'Operator:' line");
+      error(where + ":1: a 'cnt:' line before any 'Operator:' line");
       continue;
     }
     // "cnt: N, (...)": the call starts after the first comma.
     auto lead = raw.find_first_not_of(" \t");
     auto comma = raw.find(',', lead);
     if (comma == std::string::npos) {
-      out.errors.push_back(where + ":" + std::to_string(raw.size() + 1)
+      error(where + ":" + std::to_string(raw.size() + 1)
                            + ": expected ', (ARGS, KWARGS)' after the count");
       continue;
     }
     auto call_start = raw.find_first_not_of(" \t", comma + 1);
     if (call_start == std::string::npos) {
-      out.errors.push_back(where + ":" + std::to_string(raw.size() + 1)
+      error(where + ":" + std::to_string(raw.size() + 1)
                            + ": expected '(ARGS, KWARGS)', found end of line");
       continue;
     }
@@ -131,6 +137,7 @@ void trace_loader::add_trace_text(const std::string& text, const std::string& or
 
 void trace_loader::add_jsonl_text(const std::string& text, const std::string& origin) {
   auto& out = out_;
+  ++out.files;
   std::istringstream in(text);
   size_t number = 0;
   for (std::string line; std::getline(in, line);) {
@@ -142,13 +149,13 @@ void trace_loader::add_jsonl_text(const std::string& text, const std::string& or
     try {
       row = nlohmann::json::parse(nonfinite_to_null(line));
     } catch (const nlohmann::json::parse_error& e) {
-      out.errors.push_back(where + ":" + std::to_string(e.byte) + ": expected a JSON object ("
+      error(where + ":" + std::to_string(e.byte) + ": expected a JSON object ("
                            + std::string(e.what()) + ")");
       continue;
     }
     if (!row.is_object() || !row.contains("op_name") || !row["op_name"].is_string()
         || !row.contains("args") || !row["args"].is_string()) {
-      out.errors.push_back(where + ":1: expected an object with string fields \"op_name\" and \"args\"");
+      error(where + ":1: expected an object with string fields \"op_name\" and \"args\"");
       continue;
     }
     auto flag = [&](const char* key) {
@@ -159,9 +166,22 @@ void trace_loader::add_jsonl_text(const std::string& text, const std::string& or
       ++out.not_overhead_rows;
       continue;
     }
+    // BackendBench's data holds a Python bool here (dataset_filters.py), written as true or
+    // false; anything else is not its data, and neither taking nor leaving the row is safe.
+    auto included = row.find("included_in_benchmark");
+    if (included != row.end() && !included->is_boolean()) {
+      auto column = line.find("\"included_in_benchmark\"");
+      auto value = included->dump(-1, ' ', true);
+      if (value.size() > 40)
+        value = value.substr(0, 37) + "...";
+      error(where + ":" + std::to_string(column == std::string::npos ? 1 : column + 1)
+            + ": \"included_in_benchmark\" must be true or false, as in BackendBench's data, not "
+            + value);
+      continue;
+    }
     std::vector<std::string> reasons;
-    if (row.contains("included_in_benchmark") && row["included_in_benchmark"].is_boolean()) {
-      if (!row["included_in_benchmark"].get<bool>()) {
+    if (included != row.end()) {
+      if (!included->get<bool>()) {
         auto& why = row.contains("why_excluded") ? row["why_excluded"] : row;
         if (why.is_array())
           for (auto& r : why)
@@ -272,6 +292,40 @@ std::string missing_data_help() {
          "\"included_in_benchmark\"} object a line, or BackendBench's own file: the dataset "
          "GPUMODE/backendbench_tests on Hugging Face, backend_bench_problems.parquet, given as it "
          "is (read with pyarrow, which scripts/setup.sh installs)";
+}
+
+std::string printable(const std::string& text) {
+  // The length of the UTF-8 sequence at text[i], 0 when it is not one.
+  auto sequence = [&](size_t i) -> size_t {
+    auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+    unsigned char c = byte(i);
+    size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    if (n == 0 || c > 0xf4 || i + n > text.size())
+      return 0;
+    // U+0080..U+009F are control characters too (U+009B starts a terminal's escape sequence).
+    if (c == 0xc2 && byte(i + 1) < 0xa0)
+      return 0;
+    for (size_t k = 1; k < n; ++k)
+      if ((byte(i + k) & 0xc0) != 0x80)
+        return 0;
+    return n;
+  };
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += text[i];
+    } else if (size_t n = c >= 0x80 ? sequence(i) : 0; n > 0) {
+      out.append(text, i, n);
+      i += n - 1;
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out;
 }
 
 std::string nonfinite_to_null(const std::string& line) {

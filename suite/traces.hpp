@@ -19,8 +19,11 @@ struct load_report {
   suite loaded;
   /// Fatal: nothing could be read (a missing path, an unreadable file, no trace in a folder).
   std::string fatal;
-  /// "file:line:column: expected X, found Y" per line that did not parse, left out.
+  /// "file:line:column: expected X, found Y" per line that did not parse, left out; bytes
+  /// that are not text are escaped (printable).
   std::vector<std::string> errors;
+  /// Files read.
+  size_t files = 0;
   /// "aten.X.Y: why" per operator left out of the suite (BackendBench's skip list).
   std::vector<std::string> skipped;
   /// Input lines read (every `cnt:` line or .jsonl row that parsed, duplicates included).
@@ -64,6 +67,7 @@ public:
   }
 
 private:
+  void error(const std::string& what);
   void add(std::string op_name, const std::string& call_text, const std::string& origin,
            size_t column0);
 
@@ -77,6 +81,10 @@ private:
 /// Loads a trace file, a folder of trace files (every *.txt and *.jsonl below it, in path
 /// order) or a .jsonl.
 load_report load(const std::string& path, row_filter filter = {});
+
+/// `text` safe to print on a terminal: every byte that is not printable ASCII or part of a
+/// valid UTF-8 sequence (control characters, escape, stray high bytes) as \xNN.
+std::string printable(const std::string& text);
 
 /// A line of JSON as Python's json module writes it, with its bare NaN, Infinity and
 /// -Infinity (outside strings) made null, so a strict parser reads it.

@@ -2,6 +2,7 @@
 
 // Helpers shared by the tests: temporary folders, file reading, running programs.
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -9,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace bb::test {
@@ -52,5 +54,26 @@ inline void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
 }
+
+/// While it lives, files this process writes may grow to `bytes` at most: a write past that
+/// fails with EFBIG ("File too large") as one to a full disk fails with ENOSPC, after writing
+/// what fits. For tests of what a failed write leaves behind, without root or a full disk.
+struct file_size_limit {
+  rlimit before{};
+  void (*handler)(int) = SIG_DFL;
+  explicit file_size_limit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &before);
+    handler = std::signal(SIGXFSZ, SIG_IGN); // else the write kills the process
+    rlimit limit = before;
+    limit.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  ~file_size_limit() {
+    ::setrlimit(RLIMIT_FSIZE, &before);
+    std::signal(SIGXFSZ, handler);
+  }
+  file_size_limit(const file_size_limit&) = delete;
+  file_size_limit& operator=(const file_size_limit&) = delete;
+};
 
 } // namespace bb::test

@@ -488,7 +488,7 @@ TEST_CASE_METHOD(fixture, "an operator is split into shards over the slots, long
     CHECK(s.op_name == "aten.big.default");
 }
 
-TEST_CASE_METHOD(fixture, "a crashed shard is retried alone; the other shards' results stand",
+TEST_CASE_METHOD(fixture, "a crashed shard is retried alone, and the other shards' results stand",
                  "[actors]") {
   auto log = std::make_shared<echo_log>();
   log->crash_on = "x7";

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include "skip.hpp"
+
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
@@ -45,8 +47,7 @@ eval_result evaluate(caf::scoped_actor& self, const evaluator_actor& e, const ev
 TEST_CASE("GPU faults end their job, and the same evaluator then evaluates a correct kernel",
           "[gpu]") {
   if (count_gpus() == 0) {
-    WARN("no GPU on this machine: [gpu] test skipped");
-    return;
+    BB_SKIP("no GPU on this machine: [gpu] test skipped");
   }
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::bb>();

@@ -217,7 +217,7 @@ TEST_CASE("a shard longer than the queue's share per slot is cut at dispatch, lo
   CHECK(t.sharded(small));
 }
 
-TEST_CASE("each shard has its own fault bounds; a revised version runs every shard again", "[core]") {
+TEST_CASE("each shard has its own fault bounds, and a revised version runs every shard again", "[core]") {
   job_table t(2);
   auto id = t.add({"aten.a.default", numbered(4), numbered(4)}, 1, plan_of(4, 2.0));
   t.set_artefact(id, {"py", "v1.py", "", "h1", "", ""});

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include "skip.hpp"
+
 #include <filesystem>
 #include <thread>
 
@@ -127,8 +129,7 @@ TEST_CASE("two processes compiling the same source into one cache both succeed",
 TEST_CASE("a compiler in the sandbox reads no hidden file and is held to its memory limit",
           "[integration][compile]") {
   if (auto why = sandbox_unavailable(); !why.empty()) {
-    WARN("no sandbox on this machine, test skipped: " << why);
-    return;
+    BB_SKIP("no sandbox on this machine, test skipped: " << why);
   }
   bb::test::temp_dir dir;
   // A home outside /tmp (the sandbox's /tmp is its own anyway) with a secret in it.

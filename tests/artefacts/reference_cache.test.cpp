@@ -68,7 +68,7 @@ TEST_CASE("a reference timing is found again under the same key only", "[core]")
   CHECK(reference_cache::key("aten.relu.default", "x", p, cpu) != cpu1);
 }
 
-TEST_CASE("a reference timed on fresh inputs has its own key; without the checks the key is "
+TEST_CASE("a reference timed on fresh inputs has its own key, and without the checks the key is "
           "as before", "[core]") {
   auto checked = cuda_opts();
   REQUIRE(checked.exploit_checks);
@@ -90,7 +90,7 @@ TEST_CASE("a reference timed on fresh inputs has its own key; without the checks
   CHECK(reference_cache::key("aten.relu.default", "x", h200(), other) == with);
 }
 
-TEST_CASE("a torn cache entry counts as none; a disabled cache keeps nothing", "[core]") {
+TEST_CASE("a torn cache entry counts as none, and a disabled cache keeps nothing", "[core]") {
   test::temp_dir dir;
   reference_cache cache(dir / "refs");
   auto key = reference_cache::key("aten.relu.default", "x", h200(), cuda_opts());

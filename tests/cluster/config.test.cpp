@@ -1,3 +1,6 @@
+#include <limits>
+#include <vector>
+
 #include <catch2/catch.hpp>
 
 #include "cluster/config.hpp"
@@ -25,7 +28,7 @@ TEST_CASE("an unknown key names the file, line and key", "[core]") {
   settings s;
   auto err = load_settings(dir / "b.toml", s);
   REQUIRE(err);
-  CHECK(describe(err) == dir / "b.toml:4: unknown key 'evaluator.job_timeout'");
+  CHECK(describe(err) == dir / "b.toml:4:1: unknown key 'evaluator.job_timeout'");
   CHECK(s.devices == 0); // nothing applied from a bad file
 }
 
@@ -35,7 +38,7 @@ TEST_CASE("a wrong type names the key and both types", "[core]") {
   settings s;
   auto err = load_settings(dir / "c.toml", s);
   REQUIRE(err);
-  CHECK(describe(err) == dir / "c.toml:2: key 'timing.cpu_runs' must be an integer, not a string");
+  CHECK(describe(err) == dir / "c.toml:2:1: key 'timing.cpu_runs' must be an integer, not a string");
 }
 
 TEST_CASE("bad TOML names the line", "[core]") {
@@ -44,7 +47,7 @@ TEST_CASE("bad TOML names the line", "[core]") {
   settings s;
   auto err = load_settings(dir / "d.toml", s);
   REQUIRE(err);
-  CHECK(describe(err).rfind(dir / "d.toml:2: ", 0) == 0);
+  CHECK(describe(err).rfind(dir / "d.toml:2:", 0) == 0);
 }
 
 TEST_CASE("the shipped default.toml sets every key and loads cleanly", "[core]") {
@@ -109,19 +112,21 @@ TEST_CASE("bad [checks] values are refused, naming the key", "[core]") {
                     "suspicious_speedup = -inf", "suspicious_speedup = -1.0"}) {
     INFO(text);
     auto err = loaded(text);
-    CHECK_THAT(err, Catch::StartsWith("checks.suspicious_speedup must be a finite number >= 0"));
+    CHECK_THAT(err, Catch::StartsWith(dir / "bad.toml:2:1: checks.suspicious_speedup must be a "
+                                            "finite number in [0, 1000000] (0: never), not "));
   }
-  CHECK(loaded("suspicious_speedup = -2") == "checks.suspicious_speedup must be a finite number "
-                                             ">= 0 (0: never), not -2");
+  CHECK(loaded("suspicious_speedup = -2") == dir / "bad.toml:2:1: checks.suspicious_speedup "
+                                                   "must be a finite number in [0, 1000000] "
+                                                   "(0: never), not -2");
   CHECK(loaded("suspicious_speedup = \"high\"")
-        == dir / "bad.toml:2: key 'checks.suspicious_speedup' must be a number, not a string");
+        == dir / "bad.toml:2:1: key 'checks.suspicious_speedup' must be a number, not a string");
   CHECK(loaded("exploits = \"yes\"")
-        == dir / "bad.toml:2: key 'checks.exploits' must be a boolean, not a string");
+        == dir / "bad.toml:2:1: key 'checks.exploits' must be a boolean, not a string");
   CHECK(loaded("extra_inputs = true")
-        == dir / "bad.toml:2: key 'checks.extra_inputs' must be a string, not a boolean");
+        == dir / "bad.toml:2:1: key 'checks.extra_inputs' must be a string, not a boolean");
   CHECK(loaded("extra_inputs = \"sometimes\"")
         == "checks.extra_inputs must be auto, on or off, not 'sometimes'");
-  CHECK(loaded("extra_input = \"on\"") == dir / "bad.toml:2: unknown key 'checks.extra_input'");
+  CHECK(loaded("extra_input = \"on\"") == dir / "bad.toml:2:1: unknown key 'checks.extra_input'");
   CHECK(loaded("extra_inputs = \"off\"").empty());
 }
 
@@ -132,4 +137,107 @@ TEST_CASE("validation rejects out-of-range values", "[core]") {
   s = settings{};
   s.log_level = "loud";
   CHECK(validate(s));
+}
+
+TEST_CASE("a number out of range names the file, line, column and key", "[core]") {
+  test::temp_dir dir;
+  auto loaded = [&](const std::string& text) {
+    test::write_file(dir / "settings.toml", "[run]\np = 2.0\n[evaluator]\n" + text + "\n");
+    settings s;
+    auto err = load_settings(dir / "settings.toml", s);
+    if (!err)
+      return std::string();
+    CHECK(s.p == settings{}.p); // nothing applied from a bad file
+    return describe(err);
+  };
+  auto call_timeout = [&](const std::string& value) {
+    return dir / "settings.toml:4:1: evaluator.call_timeout_s must be a finite number of seconds "
+                 "in (0, 604800], not " + value;
+  };
+  CHECK(loaded("call_timeout_s = 1e308") == call_timeout("1e+308"));
+  CHECK(loaded("call_timeout_s = nan") == call_timeout("nan"));
+  CHECK(loaded("call_timeout_s = inf") == call_timeout("inf"));
+  CHECK(loaded("call_timeout_s = -inf") == call_timeout("-inf"));
+  CHECK(loaded("call_timeout_s = -5") == call_timeout("-5"));
+  CHECK(loaded("call_timeout_s = 0") == call_timeout("0"));
+  CHECK(loaded("call_timeout_s = 604801") == call_timeout("604801"));
+  CHECK(loaded("call_timeout_s = 604800") == "");
+  // The column is the key's, wherever it stands on its line.
+  CHECK(loaded("  job_timeout_s = -1.5")
+        == dir / "settings.toml:4:3: evaluator.job_timeout_s must be a finite number of seconds "
+                 "in (0, 604800], not -1.5");
+  CHECK(loaded("max_attempts = 0")
+        == dir / "settings.toml:4:1: evaluator.max_attempts must be an integer in [1, 100], not 0");
+  CHECK(loaded("devices = 100000000000")
+        == dir / "settings.toml:4:1: evaluator.devices must be an integer in [0, 1024] (0: one "
+                 "per GPU, or one CPU slot), not 100000000000");
+  // A dotted key at the top level and an inline table are located alike.
+  test::write_file(dir / "dotted.toml", "evaluator.start_timeout_s = nan\n");
+  settings s;
+  CHECK(describe(load_settings(dir / "dotted.toml", s))
+        == dir / "dotted.toml:1:11: evaluator.start_timeout_s must be a finite number of seconds "
+                 "in (0, 604800], not nan");
+  test::write_file(dir / "inline.toml", "\n\nllm = { temperature = 1e308 }\n");
+  CHECK(describe(load_settings(dir / "inline.toml", s))
+        == dir / "inline.toml:3:9: llm.temperature must be a finite number in [0, 2], not 1e+308");
+}
+
+TEST_CASE("every number key refuses NaN, infinities and 1e308", "[core]") {
+  test::temp_dir dir;
+  settings defaults;
+  size_t numbers = 0;
+  std::string all;
+  for (auto [section, key] : std::vector<std::pair<std::string, std::string>>{
+         {"run", "p"}, {"run", "grace_s"}, {"evaluator", "job_timeout_s"},
+         {"evaluator", "start_timeout_s"}, {"evaluator", "call_timeout_s"},
+         {"evaluator", "memory_limit_gb"}, {"timing", "gpu_warmup_ms"}, {"timing", "gpu_rep_ms"},
+         {"timing", "systematic_rel_sd"}, {"timing", "adaptive_rel_sem"},
+         {"timing", "cpu_max_seconds"}, {"checks", "suspicious_speedup"},
+         {"compile", "timeout_s"}, {"compile", "memory_limit_gb"}, {"nodes", "heartbeat_s"},
+         {"nodes", "silence_s"}, {"llm", "timeout_s"}, {"llm", "backoff_s"},
+         {"llm", "max_backoff_s"}, {"llm", "temperature"}, {"kernel_agent", "timeout_s"},
+         {"kernel_agent", "backoff_s"}, {"scheduler", "shards_per_slot"},
+         {"progress", "interval_s"}}) {
+    for (auto value : {"nan", "inf", "-inf", "1e308", "-1e308"}) {
+      auto line = key + " = " + value;
+      INFO(section << "." << line);
+      test::write_file(dir / "n.toml", "[" + section + "]\n" + line + "\n");
+      settings s;
+      auto err = describe(load_settings(dir / "n.toml", s));
+      CHECK_THAT(err, Catch::StartsWith(dir / "n.toml:2:1: " + section + "." + key
+                                        + " must be a finite number"));
+    }
+    ++numbers;
+  }
+  CHECK(numbers == 24);
+  // Integers too large for any sensible count.
+  for (auto [section, key] : std::vector<std::pair<std::string, std::string>>{
+         {"evaluator", "devices"}, {"evaluator", "max_attempts"}, {"evaluator", "cpu_threads"},
+         {"timing", "rounds"}, {"timing", "cpu_runs"}, {"compile", "workers"},
+         {"generate", "attempts"}, {"generate", "authors"}, {"llm", "max_tokens"},
+         {"kernel_agent", "workers"}, {"evaluator", "sandbox_max_open_files"}}) {
+    INFO(section << "." << key);
+    test::write_file(dir / "i.toml", "[" + section + "]\n" + key + " = 9223372036854775807\n");
+    settings s;
+    auto err = describe(load_settings(dir / "i.toml", s));
+    CHECK_THAT(err, Catch::StartsWith(dir / "i.toml:2:1: " + section + "." + key
+                                      + " must be an integer in ["));
+    CHECK_THAT(err, Catch::EndsWith("not 9223372036854775807"));
+  }
+}
+
+TEST_CASE("validate names the key of a value that came from elsewhere", "[core]") {
+  settings s;
+  s.call_timeout_s = std::numeric_limits<double>::quiet_NaN();
+  CHECK(describe(validate(s))
+        == "evaluator.call_timeout_s must be a finite number of seconds in (0, 604800], not nan");
+  s = settings{};
+  s.p = std::numeric_limits<double>::infinity();
+  CHECK(describe(validate(s)) == "run.p must be a finite number in [0, 1000], not inf");
+  s = settings{};
+  s.ka_workers = 0;
+  CHECK(describe(validate(s)) == "kernel_agent.workers must be an integer in [1, 1024], not 0");
+  s = settings{};
+  s.node_silence_s = s.heartbeat_s;
+  CHECK(describe(validate(s)) == "nodes.silence_s must be above nodes.heartbeat_s");
 }

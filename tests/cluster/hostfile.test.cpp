@@ -9,7 +9,7 @@ namespace {
 
 // The one error a single bad line gives.
 std::string error_of(const std::string& line) {
-  auto hf = parse_hostfile("good slots=1\n" + line + "\n", "hosts.txt");
+  auto hf = parse_hostfile("good slots=1\n" + line + "\n", "hosts.txt", 5555);
   REQUIRE(hf.errors.size() == 1);
   CHECK(hf.hosts.size() == 1);
   return hf.errors.front();
@@ -27,7 +27,7 @@ TEST_CASE("a hostfile with comments, blank lines, ports and addresses", "[core]"
                            "10.0.0.7:7000 slots=1\n"
                            "[fe80::1]:29501 slots=2\n"
                            "[::1] slots=1#no space before the comment\n",
-                           "hosts.txt");
+                           "hosts.txt", 5555);
   INFO((hf.errors.empty() ? std::string() : hf.errors.front()));
   REQUIRE(hf.errors.empty());
   REQUIRE(hf.hosts.size() == 6);
@@ -52,13 +52,13 @@ TEST_CASE("a hostfile with comments, blank lines, ports and addresses", "[core]"
 
 TEST_CASE("an empty hostfile or one of comments has no hosts and no errors", "[core]") {
   for (auto text : {"", "\n\n", "# nothing yet\n  # still nothing\n"}) {
-    auto hf = parse_hostfile(text, "hosts.txt");
+    auto hf = parse_hostfile(text, "hosts.txt", 5555);
     CHECK(hf.hosts.empty());
     CHECK(hf.errors.empty());
   }
 }
 
-TEST_CASE("a duplicate host is an error naming its first line; another port is no duplicate",
+TEST_CASE("a duplicate host is an error naming its first line, and another port is no duplicate",
           "[core]") {
   auto hf = parse_hostfile("worker-1 slots=4\n"
                            "worker-1:29501 slots=4\n"
@@ -66,15 +66,43 @@ TEST_CASE("a duplicate host is an error naming its first line; another port is n
                            "WORKER-1:29501 slots=1\n"
                            "[::1]:5 slots=1\n"
                            "[::1]:5 slots=1\n",
-                           "hosts.txt");
+                           "hosts.txt", 5555);
   REQUIRE(hf.hosts.size() == 3);
   CHECK(hf.hosts[0].slots == 4);
   CHECK(hf.hosts[1].port == 29501);
   CHECK(hf.hosts[2].host == "::1");
   REQUIRE(hf.errors.size() == 3);
-  CHECK(hf.errors[0] == "hosts.txt:3: duplicate host worker-1 (first on line 1)");
-  CHECK(hf.errors[1] == "hosts.txt:4: duplicate host WORKER-1:29501 (first on line 2)");
-  CHECK(hf.errors[2] == "hosts.txt:6: duplicate host [::1]:5 (first on line 5)");
+  CHECK(hf.errors[0] == "hosts.txt:3: worker-1 is the same node as line 1 (worker-1, port 5555)");
+  CHECK(hf.errors[1] == "hosts.txt:4: WORKER-1:29501 is the same node as line 2 (worker-1, port 29501)");
+  CHECK(hf.errors[2] == "hosts.txt:6: [::1]:5 is the same node as line 5 (::1, port 5)");
+}
+
+TEST_CASE("a host without a port is on the default port: n1 and n1:5555 are one node", "[core]") {
+  auto hf = parse_hostfile("n1 slots=1\nn1:5555 slots=2\nN1:5556 slots=1\n[::1]:5555 slots=1\n"
+                           "[::1] slots=1\n",
+                           "hosts.txt", 5555);
+  REQUIRE(hf.hosts.size() == 3);
+  CHECK(hf.hosts[0].line == 1);
+  CHECK(hf.hosts[1].port == 5556);
+  CHECK(hf.hosts[2].host == "::1");
+  REQUIRE(hf.errors.size() == 2);
+  CHECK(hf.errors[0] == "hosts.txt:2: n1:5555 is the same node as line 1 (n1, port 5555)");
+  CHECK(hf.errors[1] == "hosts.txt:5: [::1] is the same node as line 4 (::1, port 5555)");
+  // On another default port the same lines are two nodes.
+  auto other = parse_hostfile("n1 slots=1\nn1:5555 slots=2\n", "hosts.txt", 6000);
+  CHECK(other.errors.empty());
+  CHECK(other.hosts.size() == 2);
+}
+
+TEST_CASE("node names are the host, or host-port where a host has several nodes, never shared",
+          "[core]") {
+  auto hf = parse_hostfile("n1 slots=1\nn2 slots=1\nN1:6000 slots=1\n[::1]:7 slots=1\n", "hosts.txt", 5555);
+  REQUIRE(hf.errors.empty());
+  CHECK(node_names(hf.hosts, 5555) == std::vector<std::string>{"n1-5555", "n2", "N1-6000", "::1"});
+  // A host named like another's host-port still gets a name of its own.
+  auto odd = parse_hostfile("n1 slots=1\nn1:6000 slots=1\nN1-6000:9 slots=1\n", "hosts.txt", 5555);
+  REQUIRE(odd.errors.empty());
+  CHECK(node_names(odd.hosts, 5555) == std::vector<std::string>{"n1-5555", "n1-6000", "N1-6000-2"});
 }
 
 TEST_CASE("every kind of bad line has its own message and is left out", "[core]") {
@@ -114,7 +142,7 @@ TEST_CASE("every kind of bad line has its own message and is left out", "[core]"
 }
 
 TEST_CASE("bad lines are left out, good ones kept, each error on its own line", "[core]") {
-  auto hf = parse_hostfile("a slots=1\nb slots=0\n\nc slots=3\nd\n", "cluster/hosts");
+  auto hf = parse_hostfile("a slots=1\nb slots=0\n\nc slots=3\nd\n", "cluster/hosts", 5555);
   REQUIRE(hf.hosts.size() == 2);
   CHECK(hf.hosts[0].host == "a");
   CHECK(hf.hosts[1].host == "c");
@@ -124,26 +152,26 @@ TEST_CASE("bad lines are left out, good ones kept, each error on its own line", 
   CHECK(hf.errors[1] == "cluster/hosts:5: expected 'slots=N' after the host, found end of line");
 }
 
-TEST_CASE("load_hostfile reads a file; a missing file or a folder is one error", "[core]") {
+TEST_CASE("load_hostfile reads a file, and a missing file or a folder is one error", "[core]") {
   bb::test::temp_dir dir;
   bb::test::write_file(dir / "hosts.txt", "# two nodes\nn1 slots=2\nn2:6000 slots=1\nn1 slots=1\n");
-  auto hf = load_hostfile(dir / "hosts.txt");
+  auto hf = load_hostfile(dir / "hosts.txt", 5555);
   REQUIRE(hf.hosts.size() == 2);
   CHECK(hf.hosts[1].port == 6000);
   REQUIRE(hf.errors.size() == 1);
-  CHECK(hf.errors[0] == dir / "hosts.txt:4: duplicate host n1 (first on line 2)");
+  CHECK(hf.errors[0] == dir / "hosts.txt:4: n1 is the same node as line 2 (n1, port 5555)");
 
   bb::test::write_file(dir / "empty.txt", "");
-  auto empty = load_hostfile(dir / "empty.txt");
+  auto empty = load_hostfile(dir / "empty.txt", 5555);
   CHECK(empty.hosts.empty());
   CHECK(empty.errors.empty());
 
-  auto missing = load_hostfile(dir / "nope.txt");
+  auto missing = load_hostfile(dir / "nope.txt", 5555);
   CHECK(missing.hosts.empty());
   REQUIRE(missing.errors.size() == 1);
   CHECK(missing.errors[0] == dir / "nope.txt: no such hostfile");
 
-  auto folder = load_hostfile(dir.path);
+  auto folder = load_hostfile(dir.path, 5555);
   REQUIRE(folder.errors.size() == 1);
   CHECK(folder.errors[0] == dir.path + ": is a folder, not a hostfile");
 }

@@ -70,7 +70,7 @@ TEST_CASE("a missing provider is explained with what to set", "[core]") {
   CHECK_THAT(pinned, Catch::Contains("--llm-provider"));
 }
 
-TEST_CASE("a configuration error is final; an agent that raised is run again", "[core]") {
+TEST_CASE("a configuration error is final, and an agent that raised is run again", "[core]") {
   bb::test::temp_dir tmp;
   // An adapter that answers each run with the result named in its folder, counting runs.
   bb::test::write_file(tmp / "adapter.py",

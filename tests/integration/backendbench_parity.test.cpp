@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "skip.hpp"
+
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -114,8 +116,7 @@ TEST_CASE("BackendBench's remaining flags are taken, or refused with the reason"
 TEST_CASE("the flag --alternative-torchbench-data-path takes BackendBench's .parquet, converted once",
           "[integration]") {
   if (!python_imports("pyarrow")) {
-    WARN("no pyarrow in " + bb::build_python() + ": skipped (scripts/setup.sh installs it)");
-    return;
+    BB_SKIP("no pyarrow in " + bb::build_python() + ": skipped (scripts/setup.sh installs it)");
   }
   bb::test::temp_dir dir;
   bb::test::write_file(dir / "make.py", R"py(import math, sys
@@ -194,7 +195,7 @@ TEST_CASE("the flag --backend flag_gems writes a kernel per operator FlagGems re
   }
 }
 
-TEST_CASE("the flag --backend llm-relay asks the relay on 127.0.0.1:11434 unless told; --dsl helion asks "
+TEST_CASE("the flag --backend llm-relay asks the relay on 127.0.0.1:11434 unless told, and --dsl helion asks "
           "for Helion",
           "[integration]") {
   bb::test::temp_dir dir;
@@ -224,8 +225,7 @@ TEST_CASE("the flag --backend llm-relay asks the relay on 127.0.0.1:11434 unless
 
 TEST_CASE("a CuTe DSL relu and a Helion relu, evaluated on the GPU", "[gpu]") {
   if (bb::count_gpus() == 0) {
-    WARN("no GPU on this machine: [gpu] test skipped");
-    return;
+    BB_SKIP("no GPU on this machine: [gpu] test skipped");
   }
   for (auto [folder, module] : {std::pair{"gpu_cutedsl", "cutlass.cute"}, std::pair{"gpu_helion", "helion"}}) {
     if (!python_imports(module)) {
@@ -253,12 +253,10 @@ TEST_CASE("a CuTe DSL relu and a Helion relu, evaluated on the GPU", "[gpu]") {
 
 TEST_CASE("FlagGems on relu, add, mm and softmax, evaluated on the GPU", "[gpu]") {
   if (bb::count_gpus() == 0) {
-    WARN("no GPU on this machine: [gpu] test skipped");
-    return;
+    BB_SKIP("no GPU on this machine: [gpu] test skipped");
   }
   if (!python_imports("flag_gems")) {
-    WARN("flag_gems is not importable by " + bb::build_python() + ": skipped (pip install flag-gems)");
-    return;
+    BB_SKIP("flag_gems is not importable by " + bb::build_python() + ": skipped (pip install flag-gems)");
   }
   bb::test::temp_dir dir;
   auto r = run(dir, "cd " + dir.path + " && BBCLUSTER_HOME=" + dir / "home " + bbcluster
@@ -349,12 +347,10 @@ TEST_CASE("opinfo: BackendBench's sample counts, aten against itself 1.00, the s
           "in two processes",
           "[integration]") {
   if (!python_imports("torch.testing._internal.common_methods_invocations")) {
-    WARN("this torch's OpInfo database does not import (pip install expecttest): skipped");
-    return;
+    BB_SKIP("this torch's OpInfo database does not import (pip install expecttest): skipped");
   }
   if (bb::count_gpus() > 0) {
-    WARN("a GPU machine selects bfloat16 CUDA samples: the CPU counts are not checked here");
-    return;
+    BB_SKIP("a GPU machine selects bfloat16 CUDA samples: the CPU counts are not checked here");
   }
   bb::test::temp_dir dir;
   bb::test::write_file(dir / "reference.py", reference_counts);

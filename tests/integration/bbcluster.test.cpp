@@ -1,8 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 #include <thread>
 
@@ -13,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "programs.hpp"
+#include "skip.hpp"
 
 using nlohmann::json;
 using bb::test::children_named;
@@ -150,7 +153,7 @@ TEST_CASE("bad command lines exit 2 with a one-line reason", "[integration]") {
   bb::test::write_file(dir / "bad.toml", "[evaluator]\njob_timeout_s = \"long\"\n");
   auto bad_config = run(dir, bbcluster + " --config " + dir / "bad.toml");
   CHECK(bad_config.status == 2);
-  CHECK(bad_config.err.find("bad.toml:2: key 'evaluator.job_timeout_s' must be a number")
+  CHECK(bad_config.err.find("bad.toml:2:1: key 'evaluator.job_timeout_s' must be a number")
         != std::string::npos);
 }
 
@@ -247,4 +250,92 @@ TEST_CASE("the README's first command: the smoke suite with the default run fold
   REQUIRE(r.status == 0);
   CHECK(r.out.find("correctness score (mean pass rate over all operators): 1.00\n") == 0);
   CHECK(r.err.find("failed as a whole") == std::string::npos);
+}
+
+TEST_CASE("input that selects no operator exits 2 saying why", "[integration]") {
+  bb::test::temp_dir dir;
+  bb::test::write_file(dir / "empty.txt", "");
+  auto empty = run(dir, bbcluster + " --suite torchbench --data " + dir / "empty.txt"
+                          + " --backend aten --log-dir " + dir / "run1");
+  CHECK(empty.status == 2);
+  CHECK(empty.err.find("--data " + dir / "empty.txt" + " selects no operator: it holds no input")
+        != std::string::npos);
+  CHECK(empty.out.find("correctness score") == std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "run1/results.jsonl"));
+
+  std::filesystem::create_directories(dir / "many");
+  for (int i = 0; i < 10000; ++i)
+    bb::test::write_file(dir / ("many/t" + std::to_string(i) + ".txt"), "");
+  auto start = std::chrono::steady_clock::now();
+  auto many = run(dir, bbcluster + " --suite torchbench --data " + dir / "many"
+                         + " --backend aten --log-dir " + dir / "run2");
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+  CHECK(many.status == 2);
+  CHECK(many.err.find("selects no operator: its 10000 trace files hold no input")
+        != std::string::npos);
+
+  auto ops = run(dir, bbcluster + " --suite smoke --ops nosuchop --backend aten --log-dir "
+                        + dir / "run3");
+  CHECK(ops.status == 2);
+  CHECK(ops.err.find("--ops nosuchop selects none of the 1 operators of suite smoke")
+        != std::string::npos);
+  CHECK(ops.err.find("closest: aten.relu.default") != std::string::npos);
+}
+
+TEST_CASE("binary junk as --data exits 2, its bytes escaped, a few lines and a count",
+          "[integration]") {
+  bb::test::temp_dir dir;
+  // A program's first 40 KiB: ELF headers, escape bytes, NULs, a few hundred "lines".
+  auto program = bb::test::read_file(BB_BIN_DIR "/bbnode").substr(0, 40960);
+  bb::test::write_file(dir / "junk.txt", program);
+  auto lines = static_cast<size_t>(std::count(program.begin(), program.end(), '\n'));
+  REQUIRE(lines > 20);
+  auto junk = run(dir, bbcluster + " --suite torchbench --data " + dir / "junk.txt"
+                         + " --backend aten --log-dir " + dir / "run");
+  CHECK(junk.status == 2);
+  INFO(junk.err.substr(0, 2000));
+  CHECK(junk.err.find("selects no operator: none of its lines parse") != std::string::npos);
+  size_t control = 0;
+  for (char c : junk.err)
+    control += static_cast<unsigned char>(c) < 0x20 && c != '\n';
+  CHECK(control == 0);
+  CHECK(junk.err.find("\\x00") != std::string::npos); // escaped, not dropped
+  CHECK(std::count(junk.err.begin(), junk.err.end(), '\n') <= 10);
+  CHECK(junk.err.find("more lines that do not parse") != std::string::npos);
+}
+
+TEST_CASE("a sweep whose run folder fills up ends non-zero naming the files not written",
+          "[integration]") {
+  if (::geteuid() != 0)
+    BB_SKIP("needs root to mount a small tmpfs in a private mount namespace");
+  bb::test::temp_dir dir;
+  auto mnt = dir / "disk";
+  std::filesystem::create_directories(mnt);
+  auto probe = run(dir, "unshare -m sh -c 'mount -t tmpfs -o size=24k tmpfs " + mnt + "'");
+  if (probe.status != 0)
+    BB_SKIP("cannot mount a tmpfs in a private mount namespace: " << probe.err);
+  // 24 KiB: the run folder's lock, sweep.json, the first report.html, the journal's line and
+  // the operator's record fit; the reports do not. The folder is copied out before the
+  // namespace, and its tmpfs, go.
+  auto r = run(dir, "unshare -m sh -c 'mount -t tmpfs -o size=24k tmpfs " + mnt + " && "
+                      + bbcluster + " --suite smoke --backend aten --log-dir " + mnt + "/run; "
+                      + "rc=$?; cp -a " + mnt + "/run " + dir / "after" + "; exit $rc'");
+  INFO(r.err);
+  CHECK(r.status == 1);
+  CHECK(r.err.find("cannot write " + mnt + "/run/full_results.json: No space left on device")
+        != std::string::npos);
+  CHECK(r.err.find("profile.json has them all") == std::string::npos);
+  auto last = r.err.substr(r.err.rfind('\n', r.err.size() - 2) + 1);
+  CHECK_THAT(last, Catch::StartsWith("bbcluster: the sweep's records are incomplete, "));
+  CHECK(last.find("No space left on device") != std::string::npos);
+  // What could be written was: the journal holds the operator's whole line.
+  REQUIRE(std::filesystem::exists(dir / "after/results.jsonl"));
+  CHECK(journal(dir / "after/results.jsonl").size() == 1);
+  CHECK_FALSE(std::filesystem::exists(dir / "after/full_results.json"));
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir / "after")) {
+    INFO(e.path());
+    CHECK(e.path().extension() != ".tmp");
+    if (e.is_regular_file())
+      CHECK(bb::test::read_file(e.path()).find("Running") == std::string::npos);
+  }
 }

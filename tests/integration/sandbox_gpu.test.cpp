@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "skip.hpp"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -42,8 +44,7 @@ std::vector<json> gpu_sweep(const bb::test::temp_dir& dir, const std::string& ke
 
 TEST_CASE("a sandboxed runner times a kernel within 2% of an unsandboxed one", "[gpu]") {
   if (bb::count_gpus() == 0) {
-    WARN("no GPU on this machine: [gpu] test skipped");
-    return;
+    BB_SKIP("no GPU on this machine: [gpu] test skipped");
   }
   REQUIRE(bb::sandbox_unavailable().empty());
   bb::test::temp_dir dir;
@@ -72,8 +73,7 @@ TEST_CASE("a sandboxed runner on GPU slot 0 cannot open another GPU's device nod
   // machine a second node of the same GPU made by root beforehand (`mknod /dev/nvidia1 c 195 0`,
   // as scripts/gpu-check.sh does), which the sandbox must hide just the same.
   if (bb::count_gpus() == 0 || !std::filesystem::exists("/dev/nvidia1")) {
-    WARN("no /dev/nvidia1 on this machine: [gpu] test skipped");
-    return;
+    BB_SKIP("no /dev/nvidia1 on this machine: [gpu] test skipped");
   }
   struct stat gpu0{}, gpu1{};
   if (::stat("/dev/nvidia0", &gpu0) == 0 && ::stat("/dev/nvidia1", &gpu1) == 0 && gpu0.st_rdev == gpu1.st_rdev)

@@ -99,7 +99,7 @@ std::string scores_without_timings(const std::string& out) {
 
 } // namespace
 
-TEST_CASE("a sharded sweep gives the records, order and correctness score of an unsharded one; a "
+TEST_CASE("a sharded sweep gives the records, order and correctness score of an unsharded one, and a "
           "resume runs only the shards it lacks", "[integration]") {
   bb::test::temp_dir dir;
   bb::test::write_file(dir / "trace.txt", many_inputs_trace());

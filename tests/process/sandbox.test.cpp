@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include "skip.hpp"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -195,8 +197,7 @@ TEST_CASE("a program in the sandbox sees its own processes, no network and no ho
           "only to its scratch folder and what it is given",
           "[integration]") {
   if (auto why = bb::sandbox_unavailable(); !why.empty()) {
-    WARN("no sandbox on this machine, test skipped: " << why);
-    return;
+    BB_SKIP("no sandbox on this machine, test skipped: " << why);
   }
   build_dir dir;
   for (auto sub : {"home", "scratch/slot0", "out"})

@@ -2,7 +2,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "results/journal.hpp"
 #include "support.hpp"
@@ -82,4 +84,38 @@ TEST_CASE("the journal writer appends one flushed line per result", "[core]") {
 TEST_CASE("a malformed journal line throws", "[core]") {
   CHECK_THROWS(parse_journal_line("{\"job_id\": 1}"));
   CHECK_THROWS(parse_journal_line("not json"));
+}
+
+TEST_CASE("a journal line that cannot be written whole is cut off again", "[core]") {
+  bb::test::temp_dir dir;
+  auto path = dir / "results.jsonl";
+  eval_result r;
+  r.op_name = "aten.relu.default";
+  auto line = journal_line(r) + "\n";
+  journal_writer w;
+  REQUIRE(w.open(path));
+  REQUIRE(w.append(r));
+  {
+    // Room for half of a second line: its half is written, then the write fails.
+    bb::test::file_size_limit limit(line.size() + line.size() / 2);
+    r.job_id = 2;
+    CHECK_FALSE(w.append(r));
+  }
+  CHECK(w.error() == "cannot append to " + path + ": File too large");
+  CHECK(bb::test::read_file(path) == line);
+  r.job_id = 3;
+  REQUIRE(w.append(r));
+  std::istringstream in(bb::test::read_file(path));
+  std::vector<uint64_t> ids;
+  for (std::string text; std::getline(in, text);)
+    ids.push_back(parse_journal_line(text).job_id);
+  CHECK(ids == std::vector<uint64_t>{0, 3});
+}
+
+TEST_CASE("a journal that cannot be opened says where and why", "[core]") {
+  bb::test::temp_dir dir;
+  journal_writer w;
+  CHECK_FALSE(w.open(dir / "no/such/results.jsonl"));
+  CHECK(w.error() == "cannot open " + dir / "no/such/results.jsonl" + ": No such file or directory");
+  CHECK_FALSE(w.is_open());
 }

@@ -99,3 +99,14 @@ TEST_CASE("durations read as h:mm:ss or m:ss", "[core]") {
   CHECK(format_duration(65) == "1:05");
   CHECK(format_duration(3600 + 62) == "1:01:02");
 }
+
+TEST_CASE("the board keeps each failed write once, in the order they came", "[core]") {
+  progress_board board({{"aten.relu.default", 1}});
+  CHECK(board.failed_writes().empty());
+  board.write_failed("cannot append to /r/results.jsonl: No space left on device");
+  board.write_failed("cannot write /r/profile.json: No space left on device");
+  board.write_failed("cannot append to /r/results.jsonl: No space left on device");
+  CHECK(board.failed_writes()
+        == std::vector<std::string>{"cannot append to /r/results.jsonl: No space left on device",
+                                    "cannot write /r/profile.json: No space left on device"});
+}

@@ -1,9 +1,13 @@
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 
 #include "results/reports.hpp"
 #include "results/results.hpp"
+#include "results/scoring.hpp"
 #include "support.hpp"
 
 using namespace bb;
@@ -164,4 +168,68 @@ TEST_CASE("the summary lists every flag per operator and each speedup measured a
   auto csv = test::read_file(flagged / "operator_summary.csv");
   CHECK(csv.find("\nrelu.default,2,1,1,1,1,0,0,1.0,1.25,1.25,0.0,0.0\r\n") != std::string::npos);
   CHECK(csv.find("flag") == std::string::npos);
+}
+
+TEST_CASE("a write that fails names the file and errno's text and leaves no .tmp", "[core]") {
+  test::temp_dir dir;
+  auto path = dir / "full_results.json";
+  std::string err;
+  {
+    test::file_size_limit limit(1000);
+    err = write_file_atomically(path, std::string(5000, 'x'));
+  }
+  CHECK(err == "cannot write " + path + ": File too large");
+  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  CHECK_FALSE(std::filesystem::exists(path));
+  CHECK(write_file_atomically(dir / "missing/folder/x.json", "{}")
+        == "cannot write " + dir / "missing/folder/x.json" + ": No such file or directory");
+  CHECK(write_file_atomically(path, "{}\n").empty());
+  CHECK(test::read_file(path) == "{}\n");
+}
+
+TEST_CASE("a final write that fails removes the version written while running", "[core]") {
+  test::temp_dir dir;
+  auto path = dir / "OVERALL_SUMMARY.md";
+  test::write_file(path, "# BackendBench Run Summary\n\n## Running\n\n");
+  std::string err;
+  {
+    test::file_size_limit limit(100);
+    err = write_final_file(path, std::string(500, 'x'));
+  }
+  CHECK(err == "cannot write " + path + ": File too large (its earlier version, written before "
+                                        "the end, removed)");
+  CHECK_FALSE(std::filesystem::exists(path));
+  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  CHECK(write_final_file(path, "done\n").empty());
+  CHECK(test::read_file(path) == "done\n");
+}
+
+TEST_CASE("write_reports tries every file and names each one it could not write", "[core]") {
+  test::temp_dir dir;
+  auto results = sample_results();
+  auto s = score_results(results, 1.0);
+  report_status running{true, true, 2, "", {}};
+  REQUIRE(write_growing_reports(dir.path, "bbcluster", results, s, running).empty());
+  REQUIRE(test::read_file(dir / "OVERALL_SUMMARY.md").find("## Running") != std::string::npos);
+  std::string err;
+  {
+    test::file_size_limit limit(64);
+    err = write_reports(dir.path, "bbcluster", results, s);
+  }
+  std::vector<std::string> lines;
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[0] == "cannot write " + dir / "full_results.json" + ": File too large");
+  CHECK(lines[1] == "cannot write " + dir / "failed_tests.json" + ": File too large");
+  CHECK_THAT(lines[2], Catch::StartsWith("cannot write " + dir / "operator_summary.csv"));
+  CHECK_THAT(lines[3], Catch::StartsWith("cannot write " + dir / "OVERALL_SUMMARY.md"));
+  CHECK_THAT(lines[3], Catch::EndsWith("removed)"));
+  // No report says "Running" after the end, and no temporary is left.
+  for (auto& e : std::filesystem::directory_iterator(dir.path)) {
+    INFO(e.path());
+    CHECK(e.path().extension() != ".tmp");
+    CHECK(test::read_file(e.path()).find("Running") == std::string::npos);
+  }
 }

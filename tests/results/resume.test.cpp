@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "results/journal.hpp"
 #include "results/resume.hpp"
 #include "support.hpp"
@@ -104,6 +106,18 @@ TEST_CASE("the resume command names this program and the run folder, quoted", "[
   CHECK_THAT(resume_command_for("/runs/it's here"), Catch::EndsWith(" --resume '/runs/it'\\''s here'"));
 }
 
+TEST_CASE("a resumed sweep records the command it was started with, runnable as it stands", "[core]") {
+  sweep_record r;
+  r.args = {"--suite", "torchbench", "--ops", "relu,tanh", "--log-dir", "my runs/a", "--p", ""};
+  CHECK(recorded_command(r) == "bbcluster --suite torchbench --ops relu,tanh --log-dir 'my runs/a' --p ''");
+  CHECK(shell_command("/opt/bb cluster/bbcluster", {"--data", "$HOME/t*.txt"})
+        == "'/opt/bb cluster/bbcluster' --data '$HOME/t*.txt'");
+  // Never the expansion --resume runs (--log-dir X --resume X), which is refused if run again.
+  auto resumed = resume_args(r, "/abs/run", {});
+  CHECK(std::count(resumed.begin(), resumed.end(), "--resume") == 1);
+  CHECK_THAT(recorded_command(r), !Catch::Contains("--resume"));
+}
+
 namespace {
 
 eval_result shard_line(uint32_t begin, uint32_t n, uint32_t total) {
@@ -120,7 +134,7 @@ eval_result shard_line(uint32_t begin, uint32_t n, uint32_t total) {
 
 } // namespace
 
-TEST_CASE("a journal keeps each shard's place; a resume takes up each input once", "[core]") {
+TEST_CASE("a journal keeps each shard's place, and a resume takes up each input once", "[core]") {
   test::temp_dir dir;
   {
     journal_writer j;

@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "skip.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -110,7 +112,7 @@ TEST_CASE("refresh_floats refills float and complex storages from its seed, not 
   CHECK(any_true(parts.select(1, 1).ne(parts.select(1, 0))));
 }
 
-TEST_CASE("call_seed differs by call, and the last call of a round depends on its round alone",
+TEST_CASE("call_seed differs by call, warm-up and measurement, and can depend on its round alone",
           "[core]") {
   // (input seed, measurement, round, index, timed, last of round)
   CHECK(call_seed(1, 0, 2, 3, true, false) == call_seed(1, 0, 2, 3, true, false));
@@ -150,7 +152,8 @@ TEST_CASE("poison_outputs writes the canary into outputs but not into what it ke
   poison_outputs(out, keep);
   CHECK(all_true(at::isnan(f)));
   CHECK(all_true(i.eq(-1)));
-  CHECK(all_true(b));
+  // A mask never written reads true and false in turn, not all of either.
+  CHECK(at::equal(b, at::arange(4, at::kLong).remainder(2).eq(0)));
   CHECK(at::equal(input, at::arange(8, at::kFloat)));
   CHECK(all_true(at::isnan(buffer)));
   CHECK(all_true(at::isnan(list.get(0))));
@@ -285,7 +288,7 @@ struct hook_log {
 };
 
 bool same_point(const call_point& a, const call_point& b) {
-  return a.round == b.round && a.index == b.index && a.last_of_round == b.last_of_round && a.timed == b.timed;
+  return a.round == b.round && a.index == b.index && a.checked == b.checked && a.timed == b.timed;
 }
 
 timed_side logged_side(hook_log& log, std::vector<std::string>& order, const char* name,
@@ -340,11 +343,11 @@ TEST_CASE("time_pair runs each side's before and after hooks outside the measure
       CHECK(same_point(log->before[k], log->call[k]));
       CHECK(same_point(log->after[k], log->call[k]));
     }
-    // Three warm-up calls, untimed, then 12 timed in 4 rounds of 3; the last of each round
-    // alone is last_of_round.
+    // Three warm-up calls, untimed, then 12 timed in 4 rounds of 3; two calls of each round,
+    // drawn at random, are checked.
     for (size_t k = 0; k < 3; ++k) {
       CHECK_FALSE(log->call[k].timed);
-      CHECK_FALSE(log->call[k].last_of_round);
+      CHECK_FALSE(log->call[k].checked);
     }
     std::map<int64_t, std::vector<call_point>> rounds;
     for (size_t k = 3; k < log->call.size(); ++k) {
@@ -354,10 +357,12 @@ TEST_CASE("time_pair runs each side's before and after hooks outside the measure
     REQUIRE(rounds.size() == 4);
     for (auto& [r, points] : rounds) {
       REQUIRE(points.size() == 3);
+      size_t checked = 0;
       for (size_t k = 0; k < points.size(); ++k) {
         CHECK(points[k].index == static_cast<int64_t>(k));
-        CHECK(points[k].last_of_round == (k + 1 == points.size()));
+        checked += points[k].checked ? 1 : 0;
       }
+      CHECK(checked == 2);
     }
   }
   // The hooks' 5 ms pauses are not in the measured times.
@@ -404,7 +409,7 @@ TEST_CASE("time_pair_synchronized on the CPU returns one mean per round and side
   CHECK(ker.after.size() == ker.call.size());
   std::set<int64_t> last_rounds;
   for (auto& p : ker.call)
-    if (p.timed && p.last_of_round)
+    if (p.timed && p.checked)
       last_rounds.insert(p.round);
   CHECK(last_rounds.size() == 6);
 
@@ -466,8 +471,7 @@ TEST_CASE("aten against itself passes its extra inputs (signed and special value
 
 TEST_CASE("poison_free_device_memory fills the CUDA allocator's free blocks with NaN", "[gpu]") {
   if (!built_with_cuda() || !at::hasCUDA()) {
-    WARN("no GPU on this machine: [gpu] test skipped");
-    return;
+    BB_SKIP("no GPU on this machine: [gpu] test skipped");
   }
   auto cuda = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA);
   {
@@ -507,7 +511,7 @@ TEST_CASE("poison_free_device_memory fills the CUDA allocator's free blocks with
   int64_t timed = 0;
   for (auto& p : ker.call) {
     timed += p.timed ? 1 : 0;
-    if (p.timed && p.last_of_round)
+    if (p.timed && p.checked)
       last_rounds.insert(p.round);
   }
   CHECK(timed == t.kernel.calls);
@@ -542,7 +546,7 @@ TEST_CASE("dispatcher_fingerprint sees a replacement registered under the origin
 TEST_CASE("no timed call sees the values of a warm-up call (evaluate.cpp's call seeds)", "[core]") {
   // The seed each call's inputs are refilled from, as evaluate.cpp's time_input computes it.
   auto seed_of = [](const call_point& p) {
-    return call_seed(42, 0, p.round, p.index, p.timed, p.timed && p.last_of_round);
+    return call_seed(42, 0, p.round, p.index, p.timed, false);
   };
   runner_options opts;
   opts.cpu_warmup = 3;
@@ -557,4 +561,56 @@ TEST_CASE("no timed call sees the values of a warm-up call (evaluate.cpp's call 
   std::vector<uint64_t> both;
   std::set_intersection(warmup.begin(), warmup.end(), timed.begin(), timed.end(), std::back_inserter(both));
   CHECK(both.empty());
+}
+
+TEST_CASE("refresh_floats reorders the integers of a call that has no floating-point tensor",
+          "[core]") {
+  built_call call;
+  auto ints = at::arange(64, at::kLong);
+  auto mask = at::arange(64, at::kLong).remainder(3).eq(0);
+  call.args = {ints, mask};
+  auto before_ints = ints.clone();
+  auto before_mask = mask.clone();
+  refresh_floats(call, 11, at::kCPU);
+  // Other orders, the same values: an index stays an index the operator took.
+  CHECK_FALSE(at::equal(ints, before_ints));
+  CHECK(at::equal(std::get<0>(ints.sort()), before_ints));
+  CHECK(mask.sum().item<int64_t>() == before_mask.sum().item<int64_t>());
+  // Deterministic for a seed.
+  built_call again;
+  auto ints2 = before_ints.clone();
+  again.args = {ints2, before_mask.clone()};
+  refresh_floats(again, 11, at::kCPU);
+  CHECK(at::equal(ints2, ints));
+  // With a floating-point tensor beside them, integers keep their order.
+  built_call mixed;
+  auto idx = before_ints.clone();
+  mixed.args = {at::zeros({8}), idx};
+  refresh_floats(mixed, 11, at::kCPU);
+  CHECK(at::equal(idx, before_ints));
+}
+
+TEST_CASE("the checked calls of a round are drawn anew each time, two a round", "[core]") {
+  runner_options opts;
+  opts.cpu_warmup = 1;
+  opts.cpu_runs = 40;
+  opts.cpu_max_seconds = 0;
+  opts.rounds = 4;
+  std::set<std::pair<int64_t, int64_t>> seen; // (round, index) checked, over several timings
+  for (int run = 0; run < 5; ++run) {
+    std::map<int64_t, int> per_round;
+    timed_side side;
+    side.call = [&](const call_point& p) {
+      if (p.timed && p.checked) {
+        ++per_round[p.round];
+        seen.insert({p.round, p.index});
+      }
+    };
+    time_pair(side, side, opts);
+    REQUIRE(per_round.size() == 4);
+    for (auto& [round, n] : per_round)
+      CHECK(n == 4); // two of each side (the same side twice here)
+  }
+  // Not the same calls every time: a kernel cannot learn which are checked.
+  CHECK(seen.size() > 8);
 }

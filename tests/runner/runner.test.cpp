@@ -322,7 +322,7 @@ TEST_CASE("inputs the evaluator left out are reference errors without running", 
   CHECK(r.performance[1].successfully_ran);
 }
 
-TEST_CASE("timings come in alternating rounds with a confidence interval; a cached reference "
+TEST_CASE("timings come in alternating rounds with a confidence interval, and a cached reference "
           "is not run",
           "[core]") {
   auto job = aten_job("aten.relu.default", {"((T([256, 256], f32),), {})"});

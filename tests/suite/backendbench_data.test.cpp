@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "skip.hpp"
+
 #include <filesystem>
 #include <map>
 #include <set>
@@ -48,7 +50,7 @@ traces::load_report load_jsonl(const std::string& text, traces::row_filter filte
 
 } // namespace
 
-TEST_CASE("NaN and Infinity outside strings become null; inside strings they stay", "[core]") {
+TEST_CASE("NaN and Infinity outside strings become null, and inside strings they stay", "[core]") {
   CHECK(traces::nonfinite_to_null(R"({"a": NaN, "b": -Infinity, "c": Infinity})")
         == R"({"a": null, "b": null, "c": null})");
   CHECK(traces::nonfinite_to_null(R"({"s": "NaN \" Infinity", "t": [1, NaN]})")
@@ -143,8 +145,7 @@ TEST_CASE("the flag --check-overhead-dominated-ops keeps only marked rows, then 
 TEST_CASE("a parquet the test writes converts once per content and loads as BackendBench reads it",
           "[core]") {
   if (!python_has_pyarrow()) {
-    WARN("no pyarrow in " + build_python() + ": parquet test skipped (scripts/setup.sh installs it)");
-    return;
+    BB_SKIP("no pyarrow in " + build_python() + ": parquet test skipped (scripts/setup.sh installs it)");
   }
   bb::test::temp_dir dir;
   auto script = R"py(
@@ -199,12 +200,10 @@ pq.write_table(pa.table({
 TEST_CASE("BackendBench's shared parquet loads with the operators and inputs of the included set",
           "[core]") {
   if (!std::filesystem::exists(shared_parquet)) {
-    WARN("no " + shared_parquet + " beside the clone: shared parquet test skipped");
-    return;
+    BB_SKIP("no " + shared_parquet + " beside the clone: shared parquet test skipped");
   }
   if (!python_has_pyarrow()) {
-    WARN("no pyarrow in " + build_python() + ": parquet test skipped (scripts/setup.sh installs it)");
-    return;
+    BB_SKIP("no pyarrow in " + build_python() + ": parquet test skipped (scripts/setup.sh installs it)");
   }
   bb::test::temp_dir dir;
   auto got = cached_parquet_jsonl(shared_parquet, dir / "cache", build_python(), converter);

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <sstream>
 
@@ -59,7 +61,7 @@ TEST_CASE("the included BackendBench set: 15,568 lines, 136 operators, dedup by 
   CHECK(inputs == 15568);
 }
 
-TEST_CASE("duplicate lines are one input; sum.SymInt reads as sum.dim_IntList", "[core]") {
+TEST_CASE("duplicate lines are one input, and sum.SymInt reads as sum.dim_IntList", "[core]") {
   auto r = load_text("Operator: aten.relu.default\n"
                      "cnt: 3, ((T([2], f16),), {})\n"
                      "cnt: 1, ((T([2], f16),), {})\n"
@@ -205,4 +207,103 @@ TEST_CASE("floats as Python's repr", "[core]") {
   CHECK(args::python_repr(-2.5e-7) == "-2.5e-07");
   CHECK(args::python_repr(123.456) == "123.456");
   CHECK(args::python_repr(1.7320507764816284) == "1.7320507764816284");
+}
+
+TEST_CASE("included_in_benchmark takes true or false only, naming file, line and key", "[core]") {
+  traces::trace_loader loader;
+  loader.add_jsonl_text(
+    R"j({"op_name": "aten.relu.default", "args": "((T([4], f32),), {})", "included_in_benchmark": true})j" "\n"
+    R"j({"op_name": "aten.relu.default", "args": "((T([8], f32),), {})", "included_in_benchmark": "no"})j" "\n"
+    R"j({"op_name": "aten.relu.default", "args": "((T([9], f32),), {})", "included_in_benchmark": 0})j" "\n"
+    R"j({"op_name": "aten.relu.default", "args": "((T([7], f32),), {})", "included_in_benchmark": null})j" "\n"
+    R"j({"op_name": "aten.tanh.default", "args": "((T([4], f32),), {})", "included_in_benchmark": false})j" "\n"
+    R"j({"op_name": "aten.neg.default", "args": "((T([4], f32),), {})"})j" "\n",
+    "p.jsonl");
+  auto r = loader.finish();
+  REQUIRE(r.errors.size() == 3);
+  CHECK(r.errors[0] == "p.jsonl:2:66: \"included_in_benchmark\" must be true or false, as in "
+                       "BackendBench's data, not \"no\"");
+  CHECK(r.errors[1] == "p.jsonl:3:66: \"included_in_benchmark\" must be true or false, as in "
+                       "BackendBench's data, not 0");
+  CHECK(r.errors[2] == "p.jsonl:4:66: \"included_in_benchmark\" must be true or false, as in "
+                       "BackendBench's data, not null");
+  // Neither taken nor counted as left out by the data: the row is refused.
+  CHECK(r.excluded_rows == 1);
+  REQUIRE(r.loaded.ops.size() == 2);
+  CHECK(r.loaded.ops[0].correctness == std::vector<std::string>{"((T([4], f32),), {})"});
+  CHECK(r.loaded.ops[1].op_name == "aten.neg.default"); // no such column: as before
+}
+
+TEST_CASE("bytes that are not text are escaped in what a bad line quotes", "[core]") {
+  CHECK(traces::printable("plain text, 'quoted'") == "plain text, 'quoted'");
+  CHECK(traces::printable("caf\xc3\xa9 \xe2\x9c\x93") == "caf\xc3\xa9 \xe2\x9c\x93"); // UTF-8 stays
+  CHECK(traces::printable(std::string("\x1b[2J\x00\x7f\t", 7)) == "\\x1b[2J\\x00\\x7f\\x09");
+  CHECK(traces::printable("\xff\xfe\xc3") == "\\xff\\xfe\\xc3"); // not UTF-8
+  CHECK(traces::printable("\xc2\x9b" "31m") == "\\xc2\\x9b31m"); // U+009B, a terminal's CSI
+  auto r = load_text("\x7f" "ELF\x02\x01\x01\x1b[31m\n");
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0] == "t.txt:1:1: expected 'Operator: NAME' or 'cnt: N, (ARGS, KWARGS)', found "
+                       "'\\x7fELF\\x02\\x01\\x01\\x1b[31m'");
+}
+
+TEST_CASE("data that selects no operator is an error that says why", "[core]") {
+  bb::test::temp_dir dir;
+  plan_request req;
+  req.suite_name = "torchbench";
+  auto fatal_of = [&](const std::string& data) {
+    req.data = data;
+    auto plan = make_plan(req);
+    CHECK(plan.work.ops.empty());
+    return plan.fatal;
+  };
+  bb::test::write_file(dir / "empty.txt", "");
+  CHECK(fatal_of(dir / "empty.txt") == "--data " + dir / "empty.txt"
+                                         + " selects no operator: it holds no input ('cnt:' line "
+                                           "or .jsonl row)");
+  bb::test::write_file(dir / "comments.txt", "# nothing here\n\n");
+  CHECK(fatal_of(dir / "comments.txt").find("it holds no input") != std::string::npos);
+  std::filesystem::create_directories(dir / "many");
+  for (int i = 0; i < 10000; ++i)
+    bb::test::write_file(dir / ("many/t" + std::to_string(i) + ".txt"), "");
+  auto start = std::chrono::steady_clock::now();
+  CHECK(fatal_of(dir / "many") == "--data " + dir / "many"
+                                    + " selects no operator: its 10000 trace files hold no input "
+                                      "('cnt:' line or .jsonl row)");
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  std::string junk;
+  for (int i = 0; i < 4000; ++i)
+    junk += static_cast<char>((i * 7919) % 256);
+  bb::test::write_file(dir / "junk.txt", junk);
+  req.data = dir / "junk.txt";
+  auto plan = make_plan(req);
+  CHECK(plan.fatal.rfind("--data " + dir / "junk.txt" + " selects no operator: none of its lines "
+                         "parse (", 0) == 0);
+  REQUIRE_FALSE(plan.input_errors.empty());
+  size_t control = 0;
+  for (auto& e : plan.input_errors)
+    control += static_cast<size_t>(std::count_if(e.begin(), e.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x20;
+    }));
+  CHECK(control == 0);
+  bb::test::write_file(dir / "excluded.jsonl",
+    R"j({"op_name": "aten.relu.default", "args": "((T([4], f32),), {})", "included_in_benchmark": false})j" "\n");
+  CHECK(fatal_of(dir / "excluded.jsonl") == "--data " + dir / "excluded.jsonl"
+                                              + " selects no operator: 1 rows not "
+                                                "included_in_benchmark");
+  bb::test::write_file(dir / "skipped.txt", "Operator: aten.index_select.default\n"
+                                            "cnt: 1, ((T([4], f32), 0, T([2], i64)), {})\n");
+  CHECK(fatal_of(dir / "skipped.txt").find("1 operators BackendBench's torchbench suite skips")
+        != std::string::npos);
+}
+
+TEST_CASE("an --ops filter that matches nothing is an error naming the suite", "[core]") {
+  plan_request req;
+  req.ops = {"nosuchop"};
+  auto plan = make_plan(req);
+  CHECK(plan.work.ops.empty());
+  CHECK(plan.fatal == "--ops nosuchop selects none of the 1 operators of suite smoke (--list "
+                      "shows them)");
+  REQUIRE(plan.warnings.size() == 1); // with the closest names, printed before the error
+  req.ops = {"relu"};
+  CHECK(make_plan(req).fatal.empty());
 }
