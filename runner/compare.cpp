@@ -53,6 +53,12 @@ comparison compare_values(const at::Tensor& ref, const at::Tensor& res, double a
   auto total = ref.numel();
   if (total == 0)
     return c;
+  // Equal bit for bit (aten against itself, a timed call's check): one pass and one wait on
+  // the device instead of a widened copy of every chunk. NaN is never equal here and takes
+  // the full comparison.
+  if (ref.scalar_type() == res.scalar_type() && ref.sizes() == res.sizes() && ref.layout() == at::kStrided
+      && res.layout() == at::kStrided && ref.device() == res.device() && at::equal(ref, res))
+    return c;
   auto wide = ref.is_complex() ? at::kComplexDouble : at::kDouble;
   bool floating = ref.is_floating_point() || ref.is_complex();
   auto flat_ref = ref.detach().reshape({-1});

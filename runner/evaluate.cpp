@@ -624,13 +624,20 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
       own("refreshing the timed inputs", [&] {
         auto& buf = bufs[(p.round + (kernel_side ? 1 : 0)) % 2];
         refresh_floats(buf, call_seed(seed, measurement, p.round, p.index, p.timed, false), ctx.device);
-        if (kernel_side && p.timed && p.checked)
-          pending = call_check{p.round, 0, clone_call(buf), c10::IValue()};
+        // Both sides copy their checked calls' inputs and outputs, so that neither side's
+        // calls meet the device or the allocator in another state; the reference's are dropped.
+        if (p.timed && p.checked) {
+          auto copy = clone_call(buf);
+          if (kernel_side)
+            pending = call_check{p.round, 0, std::move(copy), c10::IValue()};
+        }
       });
     };
     side.call = [k, ins, out](const call_point& p) { *out = k->call(ins[p.round % 2]); };
     side.after = [&, kernel_side, out](const call_point& p) {
       own("keeping and poisoning a timed output", [&] {
+        if (!kernel_side && p.timed && p.checked)
+          (void)clone_value(*out);
         if (kernel_side) {
           ++kernel_calls_made;
           if (p.timed && p.checked && pending) {
