@@ -1,6 +1,7 @@
 #include "actors/remote_node.hpp"
 
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <future>
 #include <mutex>
@@ -128,16 +129,22 @@ public:
   link_loop(caf::actor_system& sys, const remote_node_config& cfg, std::shared_ptr<remote_node::shared> st,
             node_info& info, std::promise<std::string>& welcomed)
     : sys_(sys), cfg_(cfg), st_(std::move(st)), info_(info), welcomed_(welcomed),
-      dealer_(st_->ctx, zmq::socket_type::dealer), wakeups_(st_->ctx, zmq::socket_type::pull) {
+      dealer_(st_->ctx, zmq::socket_type::dealer), wakeups_(st_->ctx, zmq::socket_type::pull),
+      monitor_(st_->ctx, zmq::socket_type::pair) {
   }
 
   void run() {
     open_sockets();
     send(kind("hello"));
     while (!st_->stopping) {
-      zmq::pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0}, {wakeups_.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0},
+                                 {wakeups_.handle(), 0, ZMQ_POLLIN, 0},
+                                 {monitoring_ ? monitor_.handle() : nullptr, 0,
+                                  static_cast<short>(monitoring_ ? ZMQ_POLLIN : 0), 0}};
       if (!poll_some(items, 100))
         continue;
+      if ((items[2].revents & ZMQ_POLLIN) && !watch_handshake())
+        return; // the CURVE handshake failed before the welcome
       if (items[1].revents & ZMQ_POLLIN)
         drain(wakeups_);
       forward_outbox();
@@ -180,7 +187,55 @@ private:
       dealer_.set(zmq::sockopt::curve_publickey, cfg_.public_key);
       dealer_.set(zmq::sockopt::curve_secretkey, cfg_.secret_key);
     }
+    if (!cfg_.node_key.empty()) {
+      // CURVE failures never reach the socket as messages: its monitor says what went wrong.
+      std::ostringstream name;
+      name << "inproc://bb-link-monitor-" << this;
+      if (zmq_socket_monitor(dealer_.handle(), name.str().c_str(),
+                             ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                               | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                               | ZMQ_EVENT_DISCONNECTED)
+          == 0) {
+        monitor_.set(zmq::sockopt::linger, 0);
+        monitor_.connect(name.str());
+        monitoring_ = true;
+      }
+    }
     dealer_.connect(cfg_.endpoint);
+  }
+
+  // One event of the socket's monitor; false when the handshake failed before the node
+  // welcomed us (connect() then says why, within a second or so, not at its timeout).
+  bool watch_handshake() {
+    for (;;) {
+      zmq::message_t head, address;
+      if (!monitor_.recv(head, zmq::recv_flags::dontwait))
+        return true;
+      if (head.more())
+        (void)monitor_.recv(address);
+      if (head.size() < 2)
+        continue;
+      uint16_t event = 0;
+      std::memcpy(&event, head.data(), sizeof(event));
+      std::string why;
+      if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        handshaken_ = true;
+      } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+        why = "the node does not accept this coordinator's key (nodes.keys must hold the coordinator "
+              "key the node was started with)";
+      } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+        why = "the CURVE handshake failed: the node's key in nodes.keys is not this node's, or the node "
+              "runs without keys";
+      } else if (event == ZMQ_EVENT_DISCONNECTED && !handshaken_ && ++drops_ >= 3) {
+        why = "the node drops the connection during the CURVE handshake (3 times): the node's key in "
+              "nodes.keys is not this node's, or the node runs without keys";
+      }
+      if (!why.empty() && !answered_) {
+        answered_ = true;
+        welcomed_.set_value("node " + cfg_.name + " (" + cfg_.endpoint + "): " + why);
+        return false;
+      }
+    }
   }
 
   // Every message carries the session, so that the node knows this coordinator from others.
@@ -331,6 +386,10 @@ private:
   std::set<std::string> refusals_logged_;
   zmq::socket_t dealer_;
   zmq::socket_t wakeups_;
+  zmq::socket_t monitor_;
+  bool monitoring_ = false;
+  bool handshaken_ = false;
+  int drops_ = 0;
   bool connected_ = false;
   bool answered_ = false;
   clock::time_point started_ = clock::now();
