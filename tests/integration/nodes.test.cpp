@@ -7,6 +7,8 @@
 #include <map>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <dirent.h>
 #include <sys/wait.h>
@@ -27,6 +29,32 @@ namespace {
 
 const std::string bbcluster = BB_BIN_DIR "/bbcluster";
 const std::string bbnode = BB_BIN_DIR "/bbnode";
+
+// A bbnode listening on a free loopback port, its output in dir/node.log, with `extra` flags:
+// its pid and the endpoint it says it listens on ("" when it said nothing within 20 s).
+std::pair<pid_t, std::string> start_node(const bb::test::temp_dir& dir, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"bbnode", "--listen", "tcp://127.0.0.1:0", "--endpoint-file", dir / "endpoint"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  pid_t node = ::fork();
+  if (node == 0) {
+    std::freopen((dir / "node.log").c_str(), "w", stdout);
+    std::freopen((dir / "node.log").c_str(), "a", stderr);
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(bbnode.c_str(), argv.data());
+    ::_exit(127);
+  }
+  std::string endpoint;
+  for (int i = 0; i < 400 && endpoint.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    endpoint = bb::test::read_file(dir / "endpoint");
+  }
+  if (!endpoint.empty() && endpoint.back() == '\n')
+    endpoint.pop_back();
+  return {node, endpoint};
+}
 
 // Nine operators of one large-ish input each: about a second a job on a small CPU.
 const char* nine_ops =
@@ -151,21 +179,10 @@ TEST_CASE("bbnode refuses a peer of another protocol version, and non-loopback w
   CHECK(bb::test::read_file(dir / "out").find("refusing to listen on tcp://0.0.0.0:5999 without CURVE keys")
         != std::string::npos);
 
-  pid_t node = ::fork();
-  if (node == 0) {
-    std::freopen((dir / "node.log").c_str(), "w", stdout);
-    std::freopen((dir / "node.log").c_str(), "a", stderr);
-    ::execl(bbnode.c_str(), "bbnode", "--listen", "tcp://127.0.0.1:0", "--endpoint-file",
-            (dir / "endpoint").c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  std::string endpoint;
-  for (int i = 0; i < 400 && endpoint.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    endpoint = bb::test::read_file(dir / "endpoint");
-  }
+  auto launched = start_node(dir, {});
+  pid_t node = launched.first;
+  std::string endpoint = launched.second;
   REQUIRE_FALSE(endpoint.empty());
-  endpoint.pop_back();
   zmq::context_t ctx;
   zmq::socket_t peer(ctx, zmq::socket_type::dealer);
   peer.set(zmq::sockopt::linger, 0);
@@ -196,21 +213,10 @@ TEST_CASE("bbnode refuses a peer of another protocol version, and non-loopback w
 TEST_CASE("a stray hello mid-sweep is refused as busy and the sweep finishes on its node",
           "[integration]") {
   bb::test::temp_dir dir;
-  pid_t node = ::fork();
-  if (node == 0) {
-    std::freopen((dir / "node.log").c_str(), "w", stdout);
-    std::freopen((dir / "node.log").c_str(), "a", stderr);
-    ::execl(bbnode.c_str(), "bbnode", "--listen", "tcp://127.0.0.1:0", "--endpoint-file",
-            (dir / "endpoint").c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  std::string endpoint;
-  for (int i = 0; i < 400 && endpoint.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    endpoint = bb::test::read_file(dir / "endpoint");
-  }
+  auto launched = start_node(dir, {});
+  pid_t node = launched.first;
+  std::string endpoint = launched.second;
   REQUIRE_FALSE(endpoint.empty());
-  endpoint.pop_back();
   auto port = endpoint.substr(endpoint.rfind(':') + 1);
   bb::test::write_file(dir / "hosts.txt", "127.0.0.1:" + port + " slots=1\n");
   // The first four of the nine operators: long enough for a stranger to come mid-sweep.
@@ -322,22 +328,11 @@ TEST_CASE("CURVE: a node with keys serves the coordinator's key and nobody else'
     CHECK(std::filesystem::exists(dir / "keys/" + f));
   CHECK((std::filesystem::status(dir / "keys/node.key").permissions() & std::filesystem::perms::others_read)
         == std::filesystem::perms::none);
-  pid_t node = ::fork();
-  if (node == 0) {
-    std::freopen((dir / "node.log").c_str(), "w", stdout);
-    std::freopen((dir / "node.log").c_str(), "a", stderr);
-    ::execl(bbnode.c_str(), "bbnode", "--listen", "tcp://127.0.0.1:0", "--keys", (dir / "keys").c_str(),
-            "--endpoint-file", (dir / "endpoint").c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  std::string endpoint;
-  for (int i = 0; i < 400 && endpoint.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    endpoint = bb::test::read_file(dir / "endpoint");
-  }
+  auto launched = start_node(dir, {"--keys", dir / "keys"});
+  pid_t node = launched.first;
+  std::string endpoint = launched.second;
   REQUIRE_FALSE(endpoint.empty());
   auto port = endpoint.substr(endpoint.rfind(':') + 1);
-  port.pop_back();
   bb::test::write_file(dir / "hosts.txt", "127.0.0.1:" + port + " slots=1\n");
   auto sweep = [&](const std::string& keys, const std::string& name) {
     bb::test::write_file(dir / (name + ".toml"), "[evaluator]\nstart_timeout_s = 5.0\n[nodes]\nkeys = \"" + keys + "\"\n");
@@ -434,22 +429,11 @@ TEST_CASE("the ssh launcher starts bbnode through ssh and stops it after the swe
 TEST_CASE("a coordinator killed mid-sweep leaves its node ready for the next coordinator",
           "[integration]") {
   bb::test::temp_dir dir;
-  pid_t node = ::fork();
-  if (node == 0) {
-    std::freopen((dir / "node.log").c_str(), "w", stdout);
-    std::freopen((dir / "node.log").c_str(), "a", stderr);
-    ::execl(bbnode.c_str(), "bbnode", "--listen", "tcp://127.0.0.1:0", "--endpoint-file",
-            (dir / "endpoint").c_str(), "--coordinator-silence", "2", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  std::string endpoint;
-  for (int i = 0; i < 400 && endpoint.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    endpoint = bb::test::read_file(dir / "endpoint");
-  }
+  auto launched = start_node(dir, {"--coordinator-silence", "2"});
+  pid_t node = launched.first;
+  std::string endpoint = launched.second;
   REQUIRE_FALSE(endpoint.empty());
   auto port = endpoint.substr(endpoint.rfind(':') + 1);
-  port.pop_back();
   bb::test::write_file(dir / "hosts.txt", "127.0.0.1:" + port + " slots=1\n");
   bb::test::write_file(dir / "ops.txt", nine_ops);
   bb::test::write_file(dir / "settings.toml", settings);
