@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "runner/jobs.hpp"
+
 #include "skip.hpp"
 
 #include <algorithm>
@@ -50,24 +52,8 @@ bool contains(const std::vector<std::string>& xs, const std::string& prefix) {
   return std::any_of(xs.begin(), xs.end(), [&](const std::string& x) { return x.rfind(prefix, 0) == 0; });
 }
 
-eval_job aten_job(const std::string& op, std::vector<std::string> inputs) {
-  eval_job job;
-  job.job_id = 1;
-  job.attempt = 1;
-  job.op_name = op;
-  job.kernel = {"aten", "", "", "aten", "", ""};
-  job.correctness_inputs = inputs;
-  job.performance_inputs = inputs;
-  return job;
-}
-
-runner_options quick_options() {
-  runner_options opts;
-  opts.cpu_warmup = 1;
-  opts.cpu_runs = 4;
-  opts.cpu_max_seconds = 0.5;
-  return opts;
-}
+using bb::test::aten_job;
+using bb::test::quick_options;
 
 } // namespace
 

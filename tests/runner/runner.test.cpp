@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "runner/jobs.hpp"
+
 #include <cmath>
 #include <limits>
 
@@ -200,24 +202,8 @@ TEST_CASE("an input the reference rejects is a reference_error, not a crash", "[
 
 namespace {
 
-eval_job aten_job(const std::string& op, std::vector<std::string> inputs) {
-  eval_job job;
-  job.job_id = 1;
-  job.attempt = 1;
-  job.op_name = op;
-  job.kernel = {"aten", "", "", "aten", "", ""};
-  job.correctness_inputs = inputs;
-  job.performance_inputs = inputs;
-  return job;
-}
-
-runner_options quick_options() {
-  runner_options opts;
-  opts.cpu_warmup = 1;
-  opts.cpu_runs = 4;
-  opts.cpu_max_seconds = 0.5;
-  return opts;
-}
+using bb::test::aten_job;
+using bb::test::quick_options;
 
 } // namespace
 
