@@ -56,17 +56,7 @@ std::pair<pid_t, std::string> start_node(const bb::test::temp_dir& dir, std::vec
   return {node, endpoint};
 }
 
-// Nine operators of one large-ish input each: about a second a job on a small CPU.
-const char* nine_ops =
-  "Operator: aten.relu.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
-  "Operator: aten.abs.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
-  "Operator: aten.neg.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
-  "Operator: aten.sin.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
-  "Operator: aten.cos.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
-  "Operator: aten.exp.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
-  "Operator: aten.sqrt.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
-  "Operator: aten.tanh.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
-  "Operator: aten.sigmoid.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n";
+using bb::test::nine_ops;
 
 const char* settings =
   "[nodes]\nheartbeat_s = 0.3\nsilence_s = 2.0\n"

@@ -95,6 +95,19 @@ inline std::vector<pid_t> descendants_named(pid_t parent, const std::string& nam
 
 /// Waits up to `seconds` for `pid` to exit: its exit status, -1 when a signal ended it, -2
 /// when it had to be killed.
+/// Nine operators of one large-ish input each: about a second a job on a small CPU, so that a
+/// sweep of them lasts long enough to be interrupted, killed or joined mid-way.
+inline const char* nine_ops =
+  "Operator: aten.relu.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
+  "Operator: aten.abs.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
+  "Operator: aten.neg.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
+  "Operator: aten.sin.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
+  "Operator: aten.cos.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
+  "Operator: aten.exp.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
+  "Operator: aten.sqrt.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
+  "Operator: aten.tanh.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n"
+  "Operator: aten.sigmoid.default\ncnt: 1, ((T([2048, 2048], f32),), {})\n";
+
 inline int wait_exit(pid_t pid, int seconds) {
   int status = 0;
   for (int i = 0; i < seconds * 20; ++i) {
