@@ -592,7 +592,10 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   }
   // What the checked calls of the kernel saw and returned: two a round, at most
   // max_checked_calls kept (each later one takes a kept one's place at random, so that a long
-  // adaptive timing keeps a fair sample without holding every copy).
+  // adaptive timing keeps a fair sample without holding every copy). The copies go into slots
+  // made before the timing, both sides alike (the reference's one slot is overwritten each
+  // time), so that no copy allocates memory between timed calls: a call whose output had to
+  // come from fresh pages (the CPU) or a fresh cudaMalloc would be slower on one side only.
   struct call_check {
     int64_t round = 0;
     int64_t call_number = 0;
@@ -600,56 +603,70 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
     c10::IValue output;
   };
   constexpr size_t max_checked_calls = 12;
-  std::vector<call_check> checked_calls;
-  std::optional<call_check> pending;
+  bool on = checks_on(ctx);
+  std::vector<call_check> checked_calls; // the kept slots; the first `kept` hold a call
+  size_t kept = 0;
+  call_check kernel_pending, reference_slot;
+  if (on)
+    ctx.phases.time("check_timed", [&] {
+      own("making room for the checked calls' copies", [&] {
+        // An output of the right structure to copy into: the reference's on these values.
+        prepared_input shape_in = prepare(bufs[0], schema, &ctx.reference);
+        c10::IValue shape_out = ctx.reference.call(shape_in);
+        synchronize(ctx.opts.device);
+        auto make = [&] { return call_check{0, 0, clone_call(bufs[0]), clone_value(shape_out)}; };
+        // Two checked calls a round: no more slots than a measurement of opts.rounds fills.
+        auto slots = std::min<size_t>(max_checked_calls, 2 * static_cast<size_t>(std::max<int64_t>(1, ctx.opts.rounds)));
+        checked_calls.reserve(slots);
+        for (size_t n = 0; n < slots; ++n)
+          checked_calls.push_back(make());
+        kernel_pending = make();
+        reference_slot = make();
+      });
+    });
   size_t checks_seen = 0;
   std::mt19937_64 reservoir(std::random_device{}());
   int64_t kernel_calls_made = 0;
   c10::IValue outputs[2];
   uint64_t seed = input_seed(ctx.job.op_name, text);
   uint64_t measurement = 0; // 1 for an outlier's measurement again: fresh values there too
-  bool on = checks_on(ctx);
   double unverified = 0.0;
   auto make_side = [&](bool kernel_side) {
     const kernel* k = kernel_side ? &ctx.impl : &ctx.reference;
     prepared_input* ins = kernel_side ? in : ref_in;
     c10::IValue* out = &outputs[kernel_side ? 1 : 0];
+    call_check* slot = kernel_side ? &kernel_pending : &reference_slot;
     timed_side side;
     if (!on) {
       side.call = [k, ins](const call_point& p) { k->call(ins[p.round % 2]); };
       return side;
     }
     // The hooks are bbrunner's own code: what they throw is never the kernel's.
-    side.before = [&, kernel_side](const call_point& p) {
+    side.before = [&, kernel_side, slot](const call_point& p) {
       own("refreshing the timed inputs", [&] {
         auto& buf = bufs[(p.round + (kernel_side ? 1 : 0)) % 2];
         refresh_floats(buf, call_seed(seed, measurement, p.round, p.index, p.timed, false), ctx.device);
-        // Both sides copy their checked calls' inputs and outputs, so that neither side's
-        // calls meet the device or the allocator in another state; the reference's are dropped.
         if (p.timed && p.checked) {
-          auto copy = clone_call(buf);
-          if (kernel_side)
-            pending = call_check{p.round, 0, std::move(copy), c10::IValue()};
+          copy_call_into(slot->input, buf);
+          slot->round = p.round;
         }
       });
     };
     side.call = [k, ins, out](const call_point& p) { *out = k->call(ins[p.round % 2]); };
-    side.after = [&, kernel_side, out](const call_point& p) {
+    side.after = [&, kernel_side, out, slot](const call_point& p) {
       own("keeping and poisoning a timed output", [&] {
-        if (!kernel_side && p.timed && p.checked)
-          (void)clone_value(*out);
-        if (kernel_side) {
+        if (kernel_side)
           ++kernel_calls_made;
-          if (p.timed && p.checked && pending) {
-            // Copied as soon as the call returned: work that finishes later does not count.
-            pending->output = clone_value(*out);
-            pending->call_number = kernel_calls_made;
-            if (checked_calls.size() < max_checked_calls)
-              checked_calls.push_back(std::move(*pending));
-            else if (auto slot = reservoir() % (checks_seen + 1); slot < max_checked_calls)
-              checked_calls[slot] = std::move(*pending);
+        if (p.timed && p.checked) {
+          // Copied as soon as the call returned: work that finishes later does not count.
+          copy_value_into(slot->output, *out);
+          if (kernel_side) {
+            slot->call_number = kernel_calls_made;
+            if (kept < checked_calls.size())
+              std::swap(checked_calls[kept++], *slot);
+            else if (auto at = reservoir() % (checks_seen + 1); at < checked_calls.size())
+              std::swap(checked_calls[at], *slot);
             ++checks_seen;
-            pending.reset();
           }
         }
         poison_outputs(*out, both);
@@ -661,7 +678,6 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   timed_side ref_side = make_side(false), ker_side = make_side(true);
   tell(ctx, label + ": timing", "", "performance", i);
   paired_timing timing;
-  auto start = clock::now();
   // Each side's calls are announced, so that a crash or a hang is blamed on the side that had
   // it (on a GPU, calls are queued: a fault shows at the synchronization, told as neither).
   std::string last_side;
@@ -672,12 +688,19 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
     tell(ctx, label + (last_side.empty() ? ": timing" : ": timing the " + last_side), last_side,
          "performance", i);
   };
+  double wall = 0.0; // the timer's own seconds, without the checks of what it timed
   auto measure = [&](bool synchronized) {
-    checked_calls.clear();
+    kept = 0;
     checks_seen = 0;
     measurement = synchronized && unverified > 0 ? 1 : 0;
     if (on && python_kernel_of(ctx))
       python_mark_threads();
+    auto begin = clock::now();
+    struct add_wall {
+      double& wall;
+      clock::time_point begin;
+      ~add_wall() { wall += std::chrono::duration<double>(clock::now() - begin).count(); }
+    } timed{wall, begin};
     if (synchronized)
       return time_pair_synchronized(ref_side, ker_side, ctx.opts, 2 * ctx.opts.rounds, nullptr, on_side);
     return time_pair(ref_side, ker_side, ctx.opts, hit ? &cached : nullptr, on_side);
@@ -686,14 +709,15 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   auto verify_timed_outputs = [&]() -> std::string {
     if (python_kernel_of(ctx) && !python_new_threads().empty())
       raise_flag(ctx, "leaves_thread_running");
-    check_tampering(ctx);
+    ctx.phases.time("check_timed", [&] { check_tampering(ctx); });
     tell(ctx, label + ": checking the timed calls' outputs", "reference", "performance", i);
-    for (auto& c : checked_calls) {
+    for (size_t n = 0; n < kept; ++n) {
+      auto& c = checked_calls[n];
       prepared_input rin;
       c10::IValue expected;
-      if (run_one_call(ctx, "reference_calls", ctx.reference, c.input, rin, expected))
+      if (run_one_call(ctx, "check_timed", ctx.reference, c.input, rin, expected))
         continue; // the reference failed: says nothing of the kernel
-      auto cmp = ctx.phases.time("compare", [&] {
+      auto cmp = ctx.phases.time("check_timed", [&] {
         return own("comparing a timed call's output", [&] {
           return compare(expected, c.output, ctx.opts.atol, ctx.opts.rtol);
         });
@@ -725,8 +749,8 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
     }
   });
   checked_calls.clear();
+  kernel_pending = reference_slot = call_check{};
   // The timer's wall time, split between the sides by the time their calls took.
-  double wall = std::chrono::duration<double>(clock::now() - start).count();
   double ref_share = hit ? 0.0 : timing.reference.mean_ms * static_cast<double>(timing.reference.calls);
   double ker_share = timing.kernel.mean_ms * static_cast<double>(timing.kernel.calls);
   double ref_part = ref_share + ker_share > 0 ? wall * ref_share / (ref_share + ker_share) : 0.0;

@@ -30,7 +30,9 @@ void refresh_floats(built_call& call, uint64_t seed, const at::Device& device);
 /// The content seed of one call: the same for both sides of a timing, different for every
 /// call of either measurement (`measurement`: 0 the first, 1 an outlier's measurement again),
 /// warm-up calls (`timed` false) apart from timed ones. The last timed call of each round takes
-/// a seed of its round alone, so that both sides' checked calls see the same values.
+/// a seed of its round alone, so that both sides' checked calls see the same values. A secret
+/// of the process, drawn from the operating system's entropy, is mixed in: no kernel can
+/// compute the values of a timed call ahead of it.
 uint64_t call_seed(uint64_t input_seed, uint64_t measurement, int64_t round, int64_t index,
                    bool timed, bool checked);
 

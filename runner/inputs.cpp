@@ -338,6 +338,92 @@ c10::IValue clone_value(const c10::IValue& v) {
 
 namespace {
 
+bool same_kind(const at::Tensor& dst, const at::Tensor& src) {
+  return dst.defined() && src.defined() && dst.sizes() == src.sizes() && dst.scalar_type() == src.scalar_type()
+         && dst.device() == src.device() && dst.layout() == at::kStrided && src.layout() == at::kStrided
+         && dst.is_non_overlapping_and_dense();
+}
+
+// Copies src's tensors into dst's in place; false (having copied part of them) where the
+// two differ in structure or a tensor in shape, dtype, device or layout, or hold a
+// non-tensor value that differs.
+bool copy_tensors(const c10::IValue& dst, const c10::IValue& src) {
+  if (dst.isTensor() && src.isTensor()) {
+    const auto& d = dst.toTensor();
+    const auto& s = src.toTensor();
+    if (!d.defined() && !s.defined())
+      return true;
+    if (!same_kind(d, s))
+      return false;
+    d.copy_(s);
+    return true;
+  }
+  if (dst.isTensorList() && src.isTensorList()) {
+    auto d = dst.toTensorList();
+    auto s = src.toTensorList();
+    if (d.size() != s.size())
+      return false;
+    for (size_t i = 0; i < d.size(); ++i)
+      if (!copy_tensors(c10::IValue(d.get(i)), c10::IValue(s.get(i))))
+        return false;
+    return true;
+  }
+  if (dst.isOptionalTensorList() && src.isOptionalTensorList()) {
+    auto d = dst.toOptionalTensorList();
+    auto s = src.toOptionalTensorList();
+    if (d.size() != s.size())
+      return false;
+    for (size_t i = 0; i < d.size(); ++i) {
+      std::optional<at::Tensor> a = d.get(i), b = s.get(i);
+      if (a.has_value() != b.has_value() || (a && !copy_tensors(c10::IValue(*a), c10::IValue(*b))))
+        return false;
+    }
+    return true;
+  }
+  if (dst.isTuple() && src.isTuple()) {
+    const auto& d = dst.toTupleRef().elements();
+    const auto& s = src.toTupleRef().elements();
+    if (d.size() != s.size())
+      return false;
+    for (size_t i = 0; i < d.size(); ++i)
+      if (!copy_tensors(d[i], s[i]))
+        return false;
+    return true;
+  }
+  if (dst.isTensor() || src.isTensor() || dst.isTensorList() || src.isTensorList() || dst.isTuple()
+      || src.isTuple() || dst.isOptionalTensorList() || src.isOptionalTensorList() || dst.isList()
+      || src.isList())
+    return false;
+  // Numbers, strings, None, devices: equal or not.
+  return dst == src;
+}
+
+} // namespace
+
+void copy_value_into(c10::IValue& dst, const c10::IValue& src) {
+  if (!copy_tensors(dst, src))
+    dst = clone_value(src);
+}
+
+void copy_call_into(built_call& dst, const built_call& src) {
+  if (dst.args.size() != src.args.size() || dst.kwargs.size() != src.kwargs.size()) {
+    dst = clone_call(src);
+    return;
+  }
+  for (size_t i = 0; i < src.args.size(); ++i)
+    copy_value_into(dst.args[i], src.args[i]);
+  for (auto& [k, v] : src.kwargs) {
+    auto it = dst.kwargs.find(k);
+    if (it == dst.kwargs.end()) {
+      dst = clone_call(src);
+      return;
+    }
+    copy_value_into(it->second, v);
+  }
+}
+
+namespace {
+
 // A number where the schema wants a Tensor becomes a wrapped 0-d CPU tensor, as Python's
 // argument parser makes it for torch.ops.aten.div.Tensor(x, 8.0).
 c10::IValue tensor_if_wanted(c10::IValue v, const c10::Argument* formal) {

@@ -44,6 +44,15 @@ c10::IValue clone_value(const c10::IValue& v);
 /// A deep copy of a call: every tensor cloned.
 built_call clone_call(const built_call& call);
 
+/// Copies `src`'s tensors into `dst`'s, which were made by clone_value of a value of the same
+/// structure: no allocation, so that a copy made between two timed calls leaves the allocator
+/// as it was. Where the structure, a shape, a dtype or a device differs, `dst` becomes a clone
+/// of `src` (an allocation) instead.
+void copy_value_into(c10::IValue& dst, const c10::IValue& src);
+
+/// The same for every argument of a call.
+void copy_call_into(built_call& dst, const built_call& src);
+
 /// The dispatcher stack for a call: clones of its arguments, kwargs and defaults normalized.
 std::vector<c10::IValue> make_stack(const built_call& call, const c10::FunctionSchema& schema);
 

@@ -28,7 +28,8 @@ struct step {
 /// Called before each step that runs kernel or reference code.
 using progress_fn = std::function<void(const step&)>;
 
-/// Applies what `opts` sets for the whole process (a CPU runner's threads).
+/// Applies what `opts` sets for the whole process (a CPU runner's threads), and makes the heap
+/// steady (no memory given back between timed calls).
 void apply_options(const runner_options& opts);
 
 /// Where this runner measures: node, device name, driver, torch version.

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <iostream>
+#include <string>
 
 #include "skip.hpp"
 
@@ -20,14 +21,8 @@ static bool header_wraps(const std::string& name) {
   return true;
 }
 
-int main(int argc, char* argv[]) {
-  Catch::Session session;
-  if (int status = session.applyCommandLine(argc, argv); status != 0)
-    return status;
-  // A run that selects no test fails: ctest names each test, and a name that matches nothing
-  // would otherwise pass without running.
-  session.configData().warnings =
-    static_cast<Catch::WarnAbout::What>(session.configData().warnings | Catch::WarnAbout::NoTests);
+// Test names that ctest or Catch cannot handle, each told on stderr: their count.
+static int refused_names(Catch::Session& session) {
   int bad = 0;
   for (auto& test : Catch::getAllTestCasesSorted(session.config())) {
     if (!header_wraps(test.name)) {
@@ -42,8 +37,30 @@ int main(int argc, char* argv[]) {
                 << "\" has a ';', which splits it in two for ctest, neither half running the test\n";
       ++bad;
     }
+    // A '[' or ']' in a name: CMake does not split a list inside brackets, so every later
+    // test of the file joins this one's name and none of them runs.
+    if (test.name.find_first_of("[]") != std::string::npos) {
+      std::cerr << test.lineInfo << ": the test name \"" << test.name
+                << "\" has a '[' or ']', which makes ctest join it with the names after it\n";
+      ++bad;
+    }
   }
-  if (bad)
+  return bad;
+}
+
+int main(int argc, char* argv[]) {
+  Catch::Session session;
+  // --check-test-names, run by the build after linking: a refused name fails the build (ctest's
+  // discovery would only print the refusal and go on with the tests it could list).
+  if (argc == 2 && std::string(argv[1]) == "--check-test-names")
+    return refused_names(session) == 0 ? 0 : 2;
+  if (int status = session.applyCommandLine(argc, argv); status != 0)
+    return status;
+  // A run that selects no test fails: ctest names each test, and a name that matches nothing
+  // would otherwise pass without running.
+  session.configData().warnings =
+    static_cast<Catch::WarnAbout::What>(session.configData().warnings | Catch::WarnAbout::NoTests);
+  if (refused_names(session) > 0)
     return 2;
   int failed = session.run();
   // Skipped and nothing failed: ctest reports the test as skipped (SKIP_RETURN_CODE).

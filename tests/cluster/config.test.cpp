@@ -65,7 +65,7 @@ TEST_CASE("the shipped default.toml sets every key and loads cleanly", "[core]")
   CHECK(s.extra_inputs == defaults.extra_inputs);
 }
 
-TEST_CASE("the [checks] keys are read into the runner's options", "[core]") {
+TEST_CASE("the checks section's keys are read into the runner's options", "[core]") {
   test::temp_dir dir;
   test::write_file(dir / "checks.toml", "[checks]\nexploits = false\nsuspicious_speedup = 4\n"
                                         "extra_inputs = \"on\"\n");
@@ -97,7 +97,7 @@ TEST_CASE("checks.extra_inputs = auto is on for the generative backends only", "
   CHECK_FALSE(extra_inputs_for(s, "llm"));
 }
 
-TEST_CASE("bad [checks] values are refused, naming the key", "[core]") {
+TEST_CASE("bad values in the checks section are refused, naming the key", "[core]") {
   test::temp_dir dir;
   auto loaded = [&](const std::string& text) {
     test::write_file(dir / "bad.toml", "[checks]\n" + text + "\n");

@@ -98,6 +98,76 @@ TEST_CASE("refresh_floats refills float and complex storages from its seed, not 
   CHECK(any_true(parts.select(1, 1).ne(parts.select(1, 0))));
 }
 
+TEST_CASE("refresh_floats fills half, bfloat16 and double storages from 0 to 1, the same for any thread count",
+          "[runner]") {
+  for (auto dtype : {at::kHalf, at::kBFloat16, at::kDouble, at::kFloat}) {
+    INFO(c10::toString(dtype));
+    auto make = [&] {
+      built_call call;
+      call.args.push_back(at::full({100000}, -7.0, at::TensorOptions().dtype(dtype)));
+      return call;
+    };
+    auto a = make(), b = make(), c = make();
+    int threads = at::get_num_threads();
+    at::set_num_threads(1);
+    refresh_floats(a, 21, at::kCPU);
+    at::set_num_threads(2);
+    refresh_floats(b, 21, at::kCPU);
+    at::set_num_threads(threads);
+    refresh_floats(c, 22, at::kCPU);
+    auto x = a.args[0].toTensor().to(at::kDouble);
+    CHECK(x.min().item<double>() >= 0.0);
+    CHECK(x.max().item<double>() < 1.0);
+    CHECK(std::abs(x.mean().item<double>() - 0.5) < 0.01);
+    // As many distinct values as the dtype has in [0, 1), near enough (bfloat16: a few hundred).
+    CHECK(std::get<0>(at::_unique(x)).numel() > 200);
+    CHECK(at::equal(a.args[0].toTensor(), b.args[0].toTensor()));
+    CHECK_FALSE(at::equal(a.args[0].toTensor(), c.args[0].toTensor()));
+  }
+}
+
+TEST_CASE("copy_value_into copies into the same memory where shapes match, else clones",
+          "[runner]") {
+  auto src = at::rand({4, 5});
+  c10::IValue dst = clone_value(c10::IValue(at::zeros({4, 5})));
+  auto* before = dst.toTensor().data_ptr();
+  copy_value_into(dst, c10::IValue(src));
+  CHECK(dst.toTensor().data_ptr() == before);
+  CHECK(at::equal(dst.toTensor(), src));
+  CHECK(dst.toTensor().data_ptr() != src.data_ptr());
+
+  // A tuple with an undefined tensor, as a masked backward returns it.
+  auto pair = c10::ivalue::Tuple::create({c10::IValue(at::rand({3})), c10::IValue(at::Tensor())});
+  c10::IValue slot = clone_value(c10::IValue(pair));
+  auto* first = slot.toTupleRef().elements()[0].toTensor().data_ptr();
+  auto other = c10::ivalue::Tuple::create({c10::IValue(at::rand({3})), c10::IValue(at::Tensor())});
+  copy_value_into(slot, c10::IValue(other));
+  CHECK(slot.toTupleRef().elements()[0].toTensor().data_ptr() == first);
+  CHECK(at::equal(slot.toTupleRef().elements()[0].toTensor(), other->elements()[0].toTensor()));
+
+  // Another shape or dtype: a clone of the source.
+  auto wider = at::rand({4, 6});
+  copy_value_into(dst, c10::IValue(wider));
+  CHECK(dst.toTensor().sizes() == wider.sizes());
+  CHECK(at::equal(dst.toTensor(), wider));
+  CHECK(dst.toTensor().data_ptr() != wider.data_ptr());
+  auto as_double = at::rand({4, 6}, at::TensorOptions().dtype(at::kDouble));
+  copy_value_into(dst, c10::IValue(as_double));
+  CHECK(dst.toTensor().scalar_type() == at::kDouble);
+
+  // A call, argument by argument.
+  built_call from, into;
+  from.args.push_back(at::rand({8}));
+  from.kwargs.emplace("alpha", c10::IValue(2.0));
+  into = clone_call(from);
+  auto* arg = into.args[0].toTensor().data_ptr();
+  from.args[0].toTensor().fill_(0.25);
+  copy_call_into(into, from);
+  CHECK(into.args[0].toTensor().data_ptr() == arg);
+  CHECK(at::equal(into.args[0].toTensor(), from.args[0].toTensor()));
+  CHECK(into.kwargs.at("alpha").toDouble() == 2.0);
+}
+
 TEST_CASE("call_seed differs by call, warm-up and measurement, and can depend on its round alone",
           "[core]") {
   // (input seed, measurement, round, index, timed, last of round)
@@ -426,6 +496,35 @@ TEST_CASE("aten against itself is correct and unflagged with or without the expl
     CHECK(r.performance[0].successfully_ran);
     CHECK(r.performance[0].timer == "cpu_bench");
   }
+}
+
+TEST_CASE("aten against itself with the exploit checks on times 1.00 on a CPU: no side pays for the checks",
+          "[runner]") {
+  // relu of 1024x1024 f32 (the smoke suite): 0.2 ms a call, of which a timed call whose output
+  // came from fresh pages (a copy kept by one side only, the heap given back to the system)
+  // once paid 1 ms. That made aten 0.66x against itself.
+  auto opts = quick_options();
+  opts.cpu_warmup = 10;
+  opts.cpu_runs = 100;
+  opts.cpu_max_seconds = 5.0;
+  opts.cpu_threads = 1;
+  opts.exploit_checks = true;
+  int threads = at::get_num_threads();
+  apply_options(opts);
+  std::vector<double> speedups;
+  for (int i = 0; i < 3; ++i) {
+    auto r = evaluate_job(aten_job("aten.relu.default", {"((T([1024, 1024], f32),), {})"}), opts,
+                          [](const step&) {});
+    REQUIRE(r.performance.size() == 1);
+    INFO(r.performance[0].error_msg);
+    REQUIRE(r.performance[0].successfully_ran);
+    speedups.push_back(r.performance[0].speedup);
+  }
+  at::set_num_threads(threads);
+  std::sort(speedups.begin(), speedups.end());
+  INFO("speedups " << speedups[0] << ", " << speedups[1] << ", " << speedups[2]);
+  CHECK(speedups[1] > 0.87);
+  CHECK(speedups[1] < 1.15);
 }
 
 TEST_CASE("aten against itself passes its extra inputs (signed and special values)", "[core]") {
