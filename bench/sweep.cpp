@@ -8,15 +8,18 @@
 //   5. --topn 20 --timer adaptive, no cache         (unless --quick)
 //
 // With --checks, instead: --topn 1 without the cache, the exploit checks off (BackendBench's
-// procedure) and on (the default), in that order and again in reverse, with the wall time of
-// each and the ratio of on over off, the flags and verdicts each gave, and how far aten's
-// speedups against itself stray from 1.
+// procedure) and on (the default), in that order and again in reverse (--once: off then on),
+// with the wall time of each and the ratio of on over off, every phase side by side, the
+// flags and verdicts each gave, the operators whose verdict the checks changed, the on/off
+// ratio of every unflagged correct operator's speedups, and how far the speedups stray from 1
+// (aten against itself). --backend picks the implementation (default aten; flag_gems for
+// FlagGems' operators).
 //
 // For each: the wall time, the time spent inside the timer (profile.json), their ratio, and
 // the largest phases; then the warm run's wall over the cold one's, and the adaptive timer's
 // wall over the default's with the median absolute deviation of its speedups from run 1's.
 //
-//   bench_sweep [--quick | --checks] [--data TRACE] [--keep DIR]
+//   bench_sweep [--quick | --checks [--once]] [--backend B] [--data TRACE] [--keep DIR]
 
 #include <algorithm>
 #include <chrono>
@@ -47,8 +50,13 @@ struct run_figures {
   std::map<std::string, double> speedups; // op | args -> speedup
   size_t flagged = 0;                      // operators with any flag
   size_t correct = 0;                      // operators correct on every input
+  std::map<std::string, std::string> verdict; // op -> "correct", "incorrect" or the outcome
+  std::map<std::string, std::string> flags;   // op -> its flags, for flagged operators
+  std::map<std::string, double> phase_seconds;
   bool ok = false;
 };
+
+std::string backend = "aten";
 
 std::string read(const fs::path& p) {
   std::ifstream in(p);
@@ -63,7 +71,7 @@ run_figures run(const std::string& name, const std::string& data, const std::str
   f.name = name;
   auto logs = dir / name;
   fs::remove_all(logs);
-  auto cmd = std::string(BB_BIN_DIR "/bbcluster --suite torchbench --backend aten --data ") + data
+  auto cmd = std::string(BB_BIN_DIR "/bbcluster --suite torchbench --backend ") + backend + " --data " + data
              + " " + flags + " --log-dir " + logs.string() + " --log-level warning >" + (dir / (name + ".out")).string()
              + " 2>" + (dir / (name + ".err")).string();
   auto start = std::chrono::steady_clock::now();
@@ -78,8 +86,10 @@ run_figures run(const std::string& name, const std::string& data, const std::str
   try {
     auto profile = json::parse(read(logs / "profile.json"));
     f.timer_s = profile.at("timer_seconds").get<double>();
-    for (auto& [phase, seconds] : profile.at("total_seconds").items())
+    for (auto& [phase, seconds] : profile.at("total_seconds").items()) {
       f.phases.emplace_back(seconds.get<double>(), phase);
+      f.phase_seconds[phase] = seconds.get<double>();
+    }
     std::sort(f.phases.rbegin(), f.phases.rend());
     for (auto& row : json::parse(read(logs / "full_results.json")))
       if (row.contains("speedup") && row.value("successfully_ran", false)) {
@@ -92,12 +102,17 @@ run_figures run(const std::string& name, const std::string& data, const std::str
       auto j = json::parse(line);
       if (j.value("event", "") != "job_finished")
         continue;
-      if (!j.value("flags", json::array()).empty())
+      auto op = j.value("op_name", std::string());
+      if (!j.value("flags", json::array()).empty()) {
         ++f.flagged;
+        f.flags[op] = j["flags"].dump();
+      }
       bool all = !j["correctness"].empty();
       for (auto& c : j["correctness"])
         all = all && c.value("is_correct", false);
       f.correct += all ? 1 : 0;
+      auto outcome = j.value("outcome", std::string("?"));
+      f.verdict[op] = outcome != "ok" ? outcome : all ? "correct" : "incorrect";
     }
     f.ok = true;
   } catch (const std::exception& e) {
@@ -138,13 +153,91 @@ double median_abs_from_one(const run_figures& a) {
 
 } // namespace
 
+// Every phase of each run, side by side (seconds summed over the evaluator slots).
+void print_phases(const std::vector<const run_figures*>& runs) {
+  std::map<std::string, bool> names;
+  for (auto* f : runs)
+    for (auto& [phase, s] : f->phase_seconds)
+      names[phase] = true;
+  std::printf("\n%-18s", "phase (s)");
+  for (auto* f : runs)
+    std::printf(" %20s", f->name.c_str());
+  std::printf("\n");
+  for (auto& [phase, unused] : names) {
+    std::printf("%-18s", phase.c_str());
+    for (auto* f : runs) {
+      auto it = f->phase_seconds.find(phase);
+      std::printf(" %20.2f", it == f->phase_seconds.end() ? 0.0 : it->second);
+    }
+    std::printf("\n");
+  }
+}
+
+// What the checks changed: verdicts, flags, and the speedups of operators unflagged and
+// correct in both runs (on over off, per timed input).
+void print_changes(const run_figures& off, const run_figures& on) {
+  std::printf("\nverdicts changed by the checks:\n");
+  size_t changed = 0;
+  for (auto& [op, v] : off.verdict) {
+    auto it = on.verdict.find(op);
+    auto now = it == on.verdict.end() ? std::string("(missing)") : it->second;
+    if (now != v) {
+      ++changed;
+      std::printf("  %s: %s -> %s %s\n", op.c_str(), v.c_str(), now.c_str(),
+                  on.flags.count(op) ? on.flags.at(op).c_str() : "");
+    }
+  }
+  std::printf("  %zu of %zu operators\n", changed, off.verdict.size());
+  std::printf("flagged with the checks on:\n");
+  for (auto& [op, flags] : on.flags)
+    std::printf("  %s %s\n", op.c_str(), flags.c_str());
+  std::vector<std::pair<double, std::string>> ratios;
+  for (auto& [key, s_on] : on.speedups) {
+    auto op = key.substr(0, key.find(" | "));
+    auto it = off.speedups.find(key);
+    if (it == off.speedups.end() || on.flags.count(op) || off.verdict.count(op) == 0
+        || off.verdict.at(op) != "correct" || on.verdict.at(op) != "correct" || it->second <= 0)
+      continue;
+    ratios.emplace_back(s_on / it->second, key);
+  }
+  if (ratios.empty())
+    return;
+  std::sort(ratios.begin(), ratios.end());
+  size_t within = 0;
+  for (auto& [r, key] : ratios)
+    within += std::fabs(r - 1.0) <= 0.05 ? 1 : 0;
+  std::printf("speedup on / off, %zu inputs of operators correct and unflagged in both: median %.3f, "
+              "within 5%%: %zu (%.0f%%), lowest %.3f, highest %.3f\n",
+              ratios.size(), ratios[ratios.size() / 2].first, within, 100.0 * within / ratios.size(),
+              ratios.front().first, ratios.back().first);
+  std::printf("  the five lowest:");
+  for (size_t i = 0; i < ratios.size() && i < 5; ++i)
+    std::printf(" %s %.3f;", ratios[i].second.substr(0, ratios[i].second.find(" | ")).c_str(), ratios[i].first);
+  std::printf("\n  the five highest:");
+  for (size_t i = ratios.size() > 5 ? ratios.size() - 5 : 0; i < ratios.size(); ++i)
+    std::printf(" %s %.3f;", ratios[i].second.substr(0, ratios[i].second.find(" | ")).c_str(), ratios[i].first);
+  std::printf("\n");
+}
+
 // The exploit checks' cost: the same sweep with them off and on, twice in alternating order so
-// that a drift of the machine does not favour either.
-int checks_cost(const std::string& data, const fs::path& dir) {
+// that a drift of the machine does not favour either (`once`: off, then on).
+int checks_cost(const std::string& data, const fs::path& dir, bool once) {
   auto off1 = run("topn1_checks_off", data, "--topn 1 --no-reference-cache --no-exploit-checks", dir);
   print(off1);
   auto on1 = run("topn1_checks_on", data, "--topn 1 --no-reference-cache", dir);
   print(on1);
+  if (once) {
+    std::printf("\nchecks on / off: wall %.2f: off %.1f s, on %.1f s (the second run finds compiles cached)\n",
+                off1.wall_s > 0 ? on1.wall_s / off1.wall_s : 0.0, off1.wall_s, on1.wall_s);
+    for (auto* f : {&off1, &on1})
+      std::printf("%-22s operators correct %zu, flagged %zu, median |speedup - 1| %.4f\n", f->name.c_str(),
+                  f->correct, f->flagged, median_abs_from_one(*f));
+    print_phases({&off1, &on1});
+    print_changes(off1, on1);
+    std::printf("\nscores, checks off:\n%s", off1.scores.c_str());
+    std::printf("\nscores, checks on:\n%s", on1.scores.c_str());
+    return off1.ok && on1.ok ? 0 : 1;
+  }
   auto on2 = run("topn1_checks_on_2", data, "--topn 1 --no-reference-cache", dir);
   print(on2);
   auto off2 = run("topn1_checks_off_2", data, "--topn 1 --no-reference-cache --no-exploit-checks", dir);
@@ -155,6 +248,8 @@ int checks_cost(const std::string& data, const fs::path& dir) {
   for (auto* f : {&off1, &on1, &on2, &off2})
     std::printf("%-22s operators correct %zu, flagged %zu, median |speedup - 1| %.4f\n", f->name.c_str(),
                 f->correct, f->flagged, median_abs_from_one(*f));
+  print_phases({&off1, &on1, &on2, &off2});
+  print_changes(off1, on1);
   std::printf("\nscores, checks on:\n%s", on1.scores.c_str());
   return off1.ok && on1.ok && on2.ok && off2.ok ? 0 : 1;
 }
@@ -162,6 +257,7 @@ int checks_cost(const std::string& data, const fs::path& dir) {
 int main(int argc, char** argv) {
   bool quick = false;
   bool checks = false;
+  bool once = false;
   std::string data = BB_TRACES_DIR "/backendbench/backend_bench_problems_included.txt";
   fs::path dir = fs::temp_directory_path() / "bench_sweep";
   for (int i = 1; i < argc; ++i) {
@@ -170,18 +266,22 @@ int main(int argc, char** argv) {
       quick = true;
     else if (a == "--checks")
       checks = true;
+    else if (a == "--once")
+      once = true;
+    else if (a == "--backend" && i + 1 < argc)
+      backend = argv[++i];
     else if (a == "--data" && i + 1 < argc)
       data = argv[++i];
     else if (a == "--keep" && i + 1 < argc)
       dir = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_sweep [--quick | --checks] [--data TRACE] [--keep DIR]\n");
+      std::fprintf(stderr, "usage: bench_sweep [--quick | --checks [--once]] [--backend B] [--data TRACE] [--keep DIR]\n");
       return 2;
     }
   }
   fs::create_directories(dir);
   if (checks)
-    return checks_cost(data, dir);
+    return checks_cost(data, dir, once);
   auto cache = dir / "reference_cache";
   fs::remove_all(cache);
   std::ofstream(dir / "cache.toml") << "[timing]\nreference_cache_dir = \"" << cache.string() << "\"\n";

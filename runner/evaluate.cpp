@@ -160,6 +160,20 @@ bool python_kernel_of(const op_context& ctx) {
   return ctx.job.kernel.kind == "py";
 }
 
+// The relied-on operators' tables as they were before any kernel of this runner loaded (taken
+// again once Python starts: importing torch registers kernels of its own). A job adds its own
+// operator's table. A job whose kernel changed any of them ends its runner, so every job of
+// a runner starts from the same state.
+const dispatcher_fingerprint& relied_on_baseline() {
+  static std::optional<dispatcher_fingerprint> baseline;
+  static bool with_python = false;
+  if (!baseline || with_python != python_started()) {
+    baseline.emplace();
+    with_python = python_started();
+  }
+  return *baseline;
+}
+
 void set_tampered(op_context& ctx, const std::string& flag, const std::string& why) {
   raise_flag(ctx, flag);
   if (!ctx.tampered)
@@ -167,8 +181,10 @@ void set_tampered(op_context& ctx, const std::string& flag, const std::string& w
 }
 
 // After kernel code ran: whatever it changed that the evaluation relies on. Each finding is a
-// flag that fails every input of the job; the process state is put back.
-void check_tampering(op_context& ctx) {
+// flag that fails every input of the job; the process state is put back. The dispatcher's
+// tables (a few milliseconds) only where `dispatcher_too`: after the kernel loaded and at the
+// end of the job; the rest (microseconds) after every checked call as well.
+void check_tampering(op_context& ctx, bool dispatcher_too = false) {
   if (python_kernel_of(ctx) && python_timers_tampered())
     set_tampered(ctx, "replaces_timer", "the kernel replaced a timing function");
   if (!checks_on(ctx))
@@ -177,7 +193,7 @@ void check_tampering(op_context& ctx) {
     set_tampered(ctx, "replaces_comparison",
                  "the kernel replaced a comparison function (torch.allclose, torch.equal, "
                  "torch.testing.assert_close or a Tensor method)");
-  if (ctx.dispatcher) {
+  if (ctx.dispatcher && dispatcher_too) {
     auto changed = ctx.dispatcher->changed();
     if (!changed.empty())
       set_tampered(ctx, "replaces_operator",
@@ -283,7 +299,9 @@ std::optional<call_error> run_checked_kernel_call(op_context& ctx, const built_c
                                                   const c10::IValue& ref) {
   if (!checks_on(ctx))
     return run_one_call(ctx, "kernel_calls", ctx.impl, call, in, res);
-  own("poisoning free device memory", [&] { poison_free_device_memory(ctx.opts.device); });
+  ctx.phases.time("kernel_calls", [&] {
+    own("poisoning free device memory", [&] { poison_free_device_memory(ctx.opts.device); });
+  });
   if (python_kernel_of(ctx))
     python_mark_threads();
   double pending = 0.0;
@@ -331,10 +349,14 @@ std::optional<call_error> run_checked_kernel_call(op_context& ctx, const built_c
 // Does the reference agree with itself on `call`? (Some of aten's kernels leave part of an
 // output unwritten on some devices and dtypes.) Empty when it does, else why not.
 std::string reference_disagrees(op_context& ctx, const built_call& call, const c10::IValue& ref) {
-  // Twice: a kernel that reads memory it never wrote can agree with itself once by chance.
+  // Twice: a kernel that reads memory it never wrote can agree with itself once by chance,
+  // the more so where it is given the same memory each time. The first time, the memory its
+  // outputs will likely take is filled with the canary first.
   for (int i = 0; i < 2; ++i) {
     prepared_input again_in;
     c10::IValue again;
+    if (i == 0)
+      own("poisoning the memory the reference's outputs take", [&] { poison_memory_for(ref, ctx.opts.device); });
     if (auto e = run_one_call(ctx, "reference_calls", ctx.reference, call, again_in, again))
       return "it failed when run again: " + e->message;
     auto self_check = ctx.phases.time("compare", [&] {
@@ -590,84 +612,87 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
     cached.mean_ms = hit->mean_ms;
     cached.round_means_ms = hit->round_means_ms;
   }
-  // What the checked calls of the kernel saw and returned: two a round, at most
-  // max_checked_calls kept (each later one takes a kept one's place at random, so that a long
-  // adaptive timing keeps a fair sample without holding every copy). The copies go into slots
-  // made before the timing, both sides alike (the reference's one slot is overwritten each
-  // time), so that no copy allocates memory between timed calls: a call whose output had to
-  // come from fresh pages (the CPU) or a fresh cudaMalloc would be slower on one side only.
-  struct call_check {
-    int64_t round = 0;
+  // What the checked calls saw and returned (checked_per_round a round on each side). A
+  // checked call's values depend on its round and rank alone (call_seed), so the reference's
+  // output of one is what the kernel's must match: no call of the reference is needed to check
+  // it, unless the reference's time came from the cache or its input differs (then the
+  // reference runs on the kernel's input). At most max_checked_calls are kept, the same on both sides (checked_slot: later ones take
+  // a kept one's place as reservoir sampling does). The copies go into slots made before the
+  // timing, so that no copy allocates memory between timed calls: a call whose output had to
+  // come from fresh pages (a CPU) or a fresh cudaMalloc would be slower on that side only.
+  struct call_copy {
+    int64_t round = -1; // -1: nothing kept here (yet)
+    int rank = -1;
     int64_t call_number = 0;
     built_call input;
     c10::IValue output;
   };
   constexpr size_t max_checked_calls = 12;
   bool on = checks_on(ctx);
-  std::vector<call_check> checked_calls; // the kept slots; the first `kept` hold a call
-  size_t kept = 0;
-  call_check kernel_pending, reference_slot;
+  std::vector<call_copy> kept[2];  // [0] the reference's, [1] the kernel's
+  call_copy dropped[2];            // where a call not kept is copied, so every checked call costs the same
   if (on)
     ctx.phases.time("check_timed", [&] {
       own("making room for the checked calls' copies", [&] {
-        // An output of the right structure to copy into: the reference's on these values.
+        // Outputs of the right structure to copy into: the reference's on these values.
         prepared_input shape_in = prepare(bufs[0], schema, &ctx.reference);
         c10::IValue shape_out = ctx.reference.call(shape_in);
         synchronize(ctx.opts.device);
-        auto make = [&] { return call_check{0, 0, clone_call(bufs[0]), clone_value(shape_out)}; };
-        // Two checked calls a round: no more slots than a measurement of opts.rounds fills.
-        auto slots = std::min<size_t>(max_checked_calls, 2 * static_cast<size_t>(std::max<int64_t>(1, ctx.opts.rounds)));
-        checked_calls.reserve(slots);
-        for (size_t n = 0; n < slots; ++n)
-          checked_calls.push_back(make());
-        kernel_pending = make();
-        reference_slot = make();
+        // No more slots than a measurement of opts.rounds fills.
+        auto slots = std::min<size_t>(max_checked_calls, checked_per_round * static_cast<size_t>(std::max<int64_t>(1, ctx.opts.rounds)));
+        auto make = [&] { return call_copy{-1, -1, 0, empty_call_like(bufs[0]), empty_value_like(shape_out)}; };
+        for (int side = 0; side < 2; ++side) {
+          for (size_t n = 0; n < slots; ++n)
+            kept[side].push_back(make());
+          dropped[side] = make();
+        }
       });
     });
-  size_t checks_seen = 0;
-  std::mt19937_64 reservoir(std::random_device{}());
   int64_t kernel_calls_made = 0;
   c10::IValue outputs[2];
   uint64_t seed = input_seed(ctx.job.op_name, text);
   uint64_t measurement = 0; // 1 for an outlier's measurement again: fresh values there too
   double unverified = 0.0;
+  // The slot a side's checked call is copied into.
+  auto slot_of = [&](int side, const call_point& p) -> call_copy& {
+    auto j = checked_slot(static_cast<uint64_t>(p.round * checked_per_round + p.rank), kept[side].size(), measurement);
+    return j < 0 ? dropped[side] : kept[side][static_cast<size_t>(j)];
+  };
   auto make_side = [&](bool kernel_side) {
     const kernel* k = kernel_side ? &ctx.impl : &ctx.reference;
     prepared_input* ins = kernel_side ? in : ref_in;
     c10::IValue* out = &outputs[kernel_side ? 1 : 0];
-    call_check* slot = kernel_side ? &kernel_pending : &reference_slot;
+    int side_index = kernel_side ? 1 : 0;
     timed_side side;
     if (!on) {
       side.call = [k, ins](const call_point& p) { k->call(ins[p.round % 2]); };
       return side;
     }
     // The hooks are bbrunner's own code: what they throw is never the kernel's.
-    side.before = [&, kernel_side, slot](const call_point& p) {
+    side.before = [&, kernel_side, side_index](const call_point& p) {
       own("refreshing the timed inputs", [&] {
         auto& buf = bufs[(p.round + (kernel_side ? 1 : 0)) % 2];
-        refresh_floats(buf, call_seed(seed, measurement, p.round, p.index, p.timed, false), ctx.device);
+        refresh_floats(buf, call_seed(seed, measurement, p.round, p.index, p.timed, p.checked ? p.rank : -1),
+                       ctx.device);
         if (p.timed && p.checked) {
-          copy_call_into(slot->input, buf);
-          slot->round = p.round;
+          auto& slot = slot_of(side_index, p);
+          slot.round = -1; // until its output is copied too
+          copy_call_into(slot.input, buf);
         }
       });
     };
     side.call = [k, ins, out](const call_point& p) { *out = k->call(ins[p.round % 2]); };
-    side.after = [&, kernel_side, out, slot](const call_point& p) {
+    side.after = [&, kernel_side, side_index, out](const call_point& p) {
       own("keeping and poisoning a timed output", [&] {
         if (kernel_side)
           ++kernel_calls_made;
         if (p.timed && p.checked) {
           // Copied as soon as the call returned: work that finishes later does not count.
-          copy_value_into(slot->output, *out);
-          if (kernel_side) {
-            slot->call_number = kernel_calls_made;
-            if (kept < checked_calls.size())
-              std::swap(checked_calls[kept++], *slot);
-            else if (auto at = reservoir() % (checks_seen + 1); at < checked_calls.size())
-              std::swap(checked_calls[at], *slot);
-            ++checks_seen;
-          }
+          auto& slot = slot_of(side_index, p);
+          copy_value_into(slot.output, *out);
+          slot.round = p.round;
+          slot.rank = p.rank;
+          slot.call_number = kernel_calls_made;
         }
         poison_outputs(*out, both);
         *out = c10::IValue();
@@ -690,8 +715,9 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   };
   double wall = 0.0; // the timer's own seconds, without the checks of what it timed
   auto measure = [&](bool synchronized) {
-    kept = 0;
-    checks_seen = 0;
+    for (auto& side : kept)
+      for (auto& c : side)
+        c.round = -1;
     measurement = synchronized && unverified > 0 ? 1 : 0;
     if (on && python_kernel_of(ctx))
       python_mark_threads();
@@ -705,26 +731,38 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
       return time_pair_synchronized(ref_side, ker_side, ctx.opts, 2 * ctx.opts.rounds, nullptr, on_side);
     return time_pair(ref_side, ker_side, ctx.opts, hit ? &cached : nullptr, on_side);
   };
-  // The kept outputs against the reference on the same inputs: "" when all agree.
+  // The kept outputs against the reference's on the same values: "" when all agree.
   auto verify_timed_outputs = [&]() -> std::string {
     if (python_kernel_of(ctx) && !python_new_threads().empty())
       raise_flag(ctx, "leaves_thread_running");
     ctx.phases.time("check_timed", [&] { check_tampering(ctx); });
     tell(ctx, label + ": checking the timed calls' outputs", "reference", "performance", i);
-    for (size_t n = 0; n < kept; ++n) {
-      auto& c = checked_calls[n];
-      prepared_input rin;
-      c10::IValue expected;
-      if (run_one_call(ctx, "check_timed", ctx.reference, c.input, rin, expected))
-        continue; // the reference failed: says nothing of the kernel
+    for (size_t n = 0; n < kept[1].size(); ++n) {
+      auto& c = kept[1][n];
+      if (c.round < 0)
+        continue;
+      const auto& twin = kept[0][n];
+      c10::IValue run_again;
+      const c10::IValue* expected = &twin.output;
+      bool twin_serves = twin.round == c.round && twin.rank == c.rank && ctx.phases.time("check_timed", [&] {
+        return own("comparing a timed call's inputs", [&] { return same_call(twin.input, c.input); });
+      });
+      if (!twin_serves) {
+        // The reference did not run (its time came from the cache), or its input differs (an
+        // in-place operator, integers reordered from another order): it runs on this one now.
+        prepared_input rin;
+        if (run_one_call(ctx, "check_timed", ctx.reference, c.input, rin, run_again))
+          continue; // the reference failed: says nothing of the kernel
+        expected = &run_again;
+      }
       auto cmp = ctx.phases.time("check_timed", [&] {
         return own("comparing a timed call's output", [&] {
-          return compare(expected, c.output, ctx.opts.atol, ctx.opts.rtol);
+          return compare(*expected, c.output, ctx.opts.atol, ctx.opts.rtol);
         });
       });
       // With the aten backend the kernel is the reference: a difference is aten's own (some
       // of its CPU half-precision kernels read memory they never wrote), never a cheat.
-      if (cmp.ok || ctx.job.kernel.kind == "aten" || !reference_disagrees(ctx, c.input, expected).empty())
+      if (cmp.ok || ctx.job.kernel.kind == "aten" || !reference_disagrees(ctx, c.input, *expected).empty())
         continue;
       return "timed call " + std::to_string(c.call_number) + " (in round " + std::to_string(c.round + 1)
              + ") returned a wrong result: " + cmp.message;
@@ -748,8 +786,10 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
       wrong = verify_timed_outputs();
     }
   });
-  checked_calls.clear();
-  kernel_pending = reference_slot = call_check{};
+  for (int side = 0; side < 2; ++side) {
+    kept[side].clear();
+    dropped[side] = call_copy{};
+  }
   // The timer's wall time, split between the sides by the time their calls took.
   double ref_share = hit ? 0.0 : timing.reference.mean_ms * static_cast<double>(timing.reference.calls);
   double ker_share = timing.kernel.mean_ms * static_cast<double>(timing.kernel.calls);
@@ -861,7 +901,7 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
                               [](const std::string& t) { return is_opinfo_sample(t); });
     if (job.kernel.kind == "py" || opinfo)
       (void)ensure_python();
-    dispatcher.emplace(op);
+    dispatcher.emplace(relied_on_baseline().with(op));
     state.emplace(opts.device);
   }
   std::unique_ptr<kernel> impl;
@@ -887,7 +927,7 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
   op_context ctx{job, opts, progress, op, at::Device(opts.device), *reference, *impl, r.flags, phases, {}};
   ctx.dispatcher = dispatcher ? &*dispatcher : nullptr;
   ctx.state = state ? &*state : nullptr;
-  check_tampering(ctx); // what loading the kernel changed
+  check_tampering(ctx, true); // what loading the kernel changed
   auto n = job.correctness_inputs.size();
   auto m = job.performance_inputs.size();
   // An input's tensors live until its last use, so a job of many inputs holds one at a time.
@@ -922,7 +962,7 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
   }
   // The timer and the comparison are C++ and out of reach, but a kernel that tampered with
   // what an evaluation relies on is not to be trusted on any input.
-  check_tampering(ctx);
+  check_tampering(ctx, true);
   if (ctx.tampered)
     fail_every_input(r, job, *ctx.tampered);
   if (any_cuda_error(r)) {

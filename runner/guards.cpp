@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -114,11 +115,28 @@ uniform_floats(float* __restrict out, int64_t n, uint32_t first, uint32_t key, i
     out[j] = static_cast<float>(static_cast<int32_t>(hash32(first + static_cast<uint32_t>(j), key) >> shift)) * scale;
 }
 
+// The same as half or bfloat16 bits. A value k / 2^11 (k < 2^11) is exact in half, and
+// k / 2^8 in bfloat16, so the conversion is a shift of the float's bits: vectorized, where
+// c10::Half's own conversion is not.
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3"))) void
+uniform_halves(uint16_t* __restrict out, int64_t n, uint32_t first, uint32_t key, bool bfloat) {
+  int bits = bfloat ? 8 : 11;
+  float scale = std::ldexp(1.0f, -bits);
+  for (int64_t j = 0; j < n; ++j) {
+    float f = static_cast<float>(static_cast<int32_t>(hash32(first + static_cast<uint32_t>(j), key) >> (32 - bits))) * scale;
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof(u));
+    // half: the exponent rebased from 127 to 15, the significand's top 10 bits (0 stays 0).
+    uint32_t half = u == 0 ? 0u : (u >> 13) - ((127u - 15u) << 10);
+    out[j] = static_cast<uint16_t>(bfloat ? u >> 16 : half);
+  }
+}
+
 // Uniform values in [0, 1) from a counter: the i-th value of the stream `seed` depends on i
-// alone, so that threads fill their ranges of a storage independently. `bits` random bits make
-// each value (the dtype's significand, so that rounding never gives 1; at most 24).
+// alone, so that threads fill their ranges of a storage independently, with the dtype's
+// significand of random bits (so that rounding never gives 1; a double takes a float's).
 template <class T>
-void fill_uniform(T* data, int64_t n, uint64_t seed, int bits) {
+void fill_uniform(T* data, int64_t n, uint64_t seed) {
   at::parallel_for(0, n, int64_t{1} << 15, [&](int64_t begin, int64_t end) {
     constexpr int64_t chunk = 4096;
     float buf[chunk];
@@ -126,10 +144,14 @@ void fill_uniform(T* data, int64_t n, uint64_t seed, int bits) {
       // A chunk within one block of 2^32 elements: each block takes a key of its own.
       int64_t stop = std::min({end, at + chunk, ((at >> 32) + 1) << 32});
       auto key = static_cast<uint32_t>(mix(seed, static_cast<uint64_t>(at >> 32)));
+      auto first = static_cast<uint32_t>(at);
       if constexpr (std::is_same_v<T, float>) {
-        uniform_floats(data + at, stop - at, static_cast<uint32_t>(at), key, bits);
+        uniform_floats(data + at, stop - at, first, key, 24);
+      } else if constexpr (std::is_same_v<T, at::Half> || std::is_same_v<T, at::BFloat16>) {
+        uniform_halves(reinterpret_cast<uint16_t*>(data + at), stop - at, first, key,
+                       std::is_same_v<T, at::BFloat16>);
       } else {
-        uniform_floats(buf, stop - at, static_cast<uint32_t>(at), key, bits);
+        uniform_floats(buf, stop - at, first, key, 24);
         for (int64_t j = 0; j < stop - at; ++j)
           data[at + j] = static_cast<T>(buf[j]);
       }
@@ -147,18 +169,16 @@ bool fill_uniform_cpu(const at::Tensor& whole, uint64_t seed) {
   auto n = whole.numel();
   switch (whole.scalar_type()) {
   case at::kFloat:
-    fill_uniform(whole.data_ptr<float>(), n, seed, 24);
+    fill_uniform(whole.data_ptr<float>(), n, seed);
     return true;
   case at::kDouble:
-    // 24 random bits, as for float: values in [0, 1) all the same, and a double's storage
-    // refilled as fast.
-    fill_uniform(whole.data_ptr<double>(), n, seed, 24);
+    fill_uniform(whole.data_ptr<double>(), n, seed);
     return true;
   case at::kHalf:
-    fill_uniform(whole.data_ptr<at::Half>(), n, seed, 11);
+    fill_uniform(whole.data_ptr<at::Half>(), n, seed);
     return true;
   case at::kBFloat16:
-    fill_uniform(whole.data_ptr<at::BFloat16>(), n, seed, 8);
+    fill_uniform(whole.data_ptr<at::BFloat16>(), n, seed);
     return true;
   default:
     return false;
@@ -205,10 +225,18 @@ void refresh_floats(built_call& call, uint64_t seed, const at::Device& device) {
 }
 
 uint64_t call_seed(uint64_t input_seed, uint64_t measurement, int64_t round, int64_t index,
-                   bool timed, bool last_of_round) {
+                   bool timed, int checked_rank) {
   auto h = mix(mix(mix(input_seed, process_secret()), measurement + 1), timed ? 1 : 2);
   h = mix(h, static_cast<uint64_t>(round) + 1);
-  return mix(h, last_of_round ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(index) + 1);
+  return mix(h, checked_rank >= 0 ? std::numeric_limits<uint64_t>::max() - static_cast<uint64_t>(checked_rank)
+                                  : static_cast<uint64_t>(index) + 1);
+}
+
+int64_t checked_slot(uint64_t n, size_t slots, uint64_t measurement) {
+  if (n < slots)
+    return static_cast<int64_t>(n);
+  auto j = mix(mix(process_secret(), measurement + 0xc4ec), n) % (n + 1);
+  return j < slots ? static_cast<int64_t>(j) : -1;
 }
 
 void poison_outputs(const c10::IValue& value, const built_call& keep) {
@@ -348,18 +376,25 @@ const std::set<std::string>& relied_on() {
 // and line still shows. Other keys' entries (Meta, Python, backends never used here) change as
 // libraries register fake and meta kernels, which does not bend an evaluation.
 size_t table_hash(const c10::OperatorHandle& op) {
+  static const c10::DispatchKey computed[] = {
+    c10::DispatchKey::CPU, c10::DispatchKey::CUDA, c10::DispatchKey::AutogradCPU, c10::DispatchKey::AutogradCUDA,
+    c10::DispatchKey::ADInplaceOrView, c10::DispatchKey::BackendSelect, c10::DispatchKey::AutocastCPU,
+    c10::DispatchKey::AutocastCUDA};
   static const std::set<std::string> keys = {"CPU", "CUDA", "AutogradCPU", "AutogradCUDA",
                                              "ADInplaceOrView", "BackendSelect", "AutocastCPU",
                                              "AutocastCUDA", "CompositeImplicitAutograd",
                                              "CompositeExplicitAutograd", "Autograd"};
   std::string kept;
-  for (const auto& text : {op.dumpComputedTable(), op.dumpState()}) {
-    std::istringstream lines(text);
-    for (std::string line; std::getline(lines, line);)
-      if (keys.count(line.substr(0, line.find_first_of(": "))))
-        kept += line + "\n";
-    kept += "--\n";
-  }
+  // Which kernel runs for each key a call goes through.
+  for (auto k : computed)
+    if (op.hasComputedKernelForDispatchKey(k))
+      kept += std::string(c10::toString(k)) + ": " + op.getComputedKernelForDispatchKey(k).debug() + "\n";
+  kept += "--\n";
+  // Every registration, the displaced ones ("CPU (inactive): ...") too.
+  std::istringstream lines(op.dumpState());
+  for (std::string line; std::getline(lines, line);)
+    if (keys.count(line.substr(0, line.find_first_of(": "))))
+      kept += line + "\n";
   return std::hash<std::string>{}(kept);
 }
 
@@ -369,19 +404,30 @@ std::string full_name(const c10::OperatorName& n) {
 
 } // namespace
 
-dispatcher_fingerprint::dispatcher_fingerprint(const c10::OperatorHandle& op) {
+dispatcher_fingerprint::dispatcher_fingerprint() {
   auto& d = c10::Dispatcher::singleton();
-  tables_[full_name(op.operator_name())] = table_hash(op);
+  // The functional overloads: the evaluation never calls an out= or named-dimension one.
   static const std::vector<c10::OperatorName> names = [] {
     std::vector<c10::OperatorName> out;
-    for (auto& n : c10::Dispatcher::singleton().getAllOpNames())
-      if (relied_on().count(n.name))
+    for (auto& n : c10::Dispatcher::singleton().getAllOpNames()) {
+      const auto& o = n.overload_name;
+      bool out_variant = o == "out" || (o.size() > 4 && o.compare(o.size() - 4, 4, "_out") == 0)
+                         || o.find("out_") != std::string::npos;
+      bool named = o.find("Dimname") != std::string::npos || o.find("names") != std::string::npos;
+      if (relied_on().count(n.name) && !out_variant && !named)
         out.push_back(n);
+    }
     return out;
   }();
   for (auto& n : names)
     if (auto h = d.findOp(n))
       tables_[full_name(n)] = table_hash(*h);
+}
+
+dispatcher_fingerprint dispatcher_fingerprint::with(const c10::OperatorHandle& op) const {
+  auto out = *this;
+  out.tables_[full_name(op.operator_name())] = table_hash(op);
+  return out;
 }
 
 std::vector<std::string> dispatcher_fingerprint::changed() const {
@@ -482,6 +528,21 @@ void poison_free_device_memory(const std::string& device) {
 #else
   (void)device;
 #endif
+}
+
+void poison_memory_for(const c10::IValue& like, const std::string& device) {
+  if (device == "cuda") {
+    poison_free_device_memory(device);
+    return;
+  }
+  std::vector<at::Tensor> blocks;
+  each_tensor(like, [&](const at::Tensor& t) {
+    if (t.layout() != at::kStrided || !t.has_storage() || t.is_meta() || !t.device().is_cpu())
+      return;
+    auto nbytes = static_cast<int64_t>(t.storage().nbytes());
+    if (nbytes > 0)
+      blocks.push_back(at::empty({nbytes}, at::TensorOptions().dtype(at::kByte)).fill_(0xFF));
+  });
 }
 
 } // namespace bb::runner

@@ -29,12 +29,21 @@ void refresh_floats(built_call& call, uint64_t seed, const at::Device& device);
 
 /// The content seed of one call: the same for both sides of a timing, different for every
 /// call of either measurement (`measurement`: 0 the first, 1 an outlier's measurement again),
-/// warm-up calls (`timed` false) apart from timed ones. The last timed call of each round takes
-/// a seed of its round alone, so that both sides' checked calls see the same values. A secret
-/// of the process, drawn from the operating system's entropy, is mixed in: no kernel can
-/// compute the values of a timed call ahead of it.
+/// warm-up calls (`timed` false) apart from timed ones. A checked call (`checked_rank` 0 or 1,
+/// its number among its round's checked calls; -1 for others) takes a seed of its round and
+/// rank alone, so that both sides' checked calls see the same values wherever they fall in the
+/// round, and the reference's output of one is what the kernel's must match. A secret of the
+/// process, drawn from the operating system's entropy, is mixed in: no kernel can compute the
+/// values of a timed call ahead of it.
 uint64_t call_seed(uint64_t input_seed, uint64_t measurement, int64_t round, int64_t index,
-                   bool timed, bool checked);
+                   bool timed, int checked_rank);
+
+/// Where the copies of the checked call with number `n` in its measurement (its round times
+/// checked_per_round plus its rank)
+/// are kept among `slots`: slot n while n < slots, then a slot drawn as reservoir sampling
+/// draws it, or none (-1). Drawn from the process's secret, so that both sides keep the same
+/// calls and no kernel can tell which.
+int64_t checked_slot(uint64_t n, size_t slots, uint64_t measurement);
 
 /// Fills the storages of `value`'s tensors with the canary (every bit set: NaN for floating
 /// point, -1 for integers, true for bool) unless they share memory with a tensor of `keep`:
@@ -65,11 +74,15 @@ std::string not_plain(const c10::IValue& value, const c10::IValue& reference = {
 /// Whether two values share a tensor storage.
 bool shares_storage(const c10::IValue& a, const c10::IValue& b);
 
-/// The dispatcher's computed tables of the operators the evaluation relies on (the operator
-/// evaluated, and those of inputs, comparison and checks), as a fingerprint per operator.
+/// The dispatcher's tables of the operators the evaluation relies on (those of inputs,
+/// comparison and checks, functional overloads), and of the operator evaluated, as a
+/// fingerprint per operator.
 class dispatcher_fingerprint {
 public:
-  explicit dispatcher_fingerprint(const c10::OperatorHandle& op);
+  /// The operators the evaluation relies on, as they are now (a few milliseconds).
+  dispatcher_fingerprint();
+  /// These and `op`'s own table.
+  dispatcher_fingerprint with(const c10::OperatorHandle& op) const;
   /// The operators whose table changed since construction ("aten::add.Tensor").
   std::vector<std::string> changed() const;
 
@@ -110,5 +123,10 @@ private:
 /// kernel allocates and returns without writing reads as NaN even on its first call. Nothing
 /// on a CPU.
 void poison_free_device_memory(const std::string& device);
+
+/// The memory the next outputs like `like` will likely take, filled with the canary: on CUDA
+/// every free block (poison_free_device_memory); on a CPU, blocks of each of `like`'s tensors'
+/// sizes, allocated, filled and freed (the heap hands a freed block of a size out again first).
+void poison_memory_for(const c10::IValue& like, const std::string& device);
 
 } // namespace bb::runner

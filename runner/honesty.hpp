@@ -28,6 +28,9 @@ std::vector<std::string> changed_inputs(const built_call& pristine, const prepar
 std::vector<std::string> aliased_inputs(const c10::IValue& result, const prepared_input& in,
                                         const c10::FunctionSchema& schema, bool call_args);
 
+/// Whether two calls hold the same tensors, bitwise (NaN equal to NaN), and the same arguments.
+bool same_call(const built_call& a, const built_call& b);
+
 /// What `kernel` did that `reference` did not, on the same input: a kernel may do what the
 /// operator itself does.
 std::vector<std::string> beyond_reference(const std::vector<std::string>& kernel,

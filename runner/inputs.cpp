@@ -400,6 +400,44 @@ bool copy_tensors(const c10::IValue& dst, const c10::IValue& src) {
 
 } // namespace
 
+c10::IValue empty_value_like(const c10::IValue& v) {
+  auto room = [](const at::Tensor& t) {
+    if (!t.defined() || t.layout() != at::kStrided)
+      return t.defined() ? t.clone() : t;
+    return at::empty_like(t);
+  };
+  if (v.isTensor())
+    return room(v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList())
+      out.push_back(room(t));
+    return out;
+  }
+  if (v.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const std::optional<at::Tensor>& t : v.toOptionalTensorList())
+      out.push_back(t ? std::optional<at::Tensor>(room(*t)) : std::nullopt);
+    return out;
+  }
+  if (v.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (auto& x : v.toTupleRef().elements())
+      items.push_back(empty_value_like(x));
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  return clone_value(v);
+}
+
+built_call empty_call_like(const built_call& call) {
+  built_call out;
+  for (auto& a : call.args)
+    out.args.push_back(empty_value_like(a));
+  for (auto& [k, v] : call.kwargs)
+    out.kwargs.emplace(k, empty_value_like(v));
+  return out;
+}
+
 void copy_value_into(c10::IValue& dst, const c10::IValue& src) {
   if (!copy_tensors(dst, src))
     dst = clone_value(src);

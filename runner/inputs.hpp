@@ -44,6 +44,14 @@ c10::IValue clone_value(const c10::IValue& v);
 /// A deep copy of a call: every tensor cloned.
 built_call clone_call(const built_call& call);
 
+/// A value of the same structure as `v` with every strided tensor replaced by an uninitialized
+/// one of its shape, dtype and device (a sparse tensor cloned): room for copy_value_into,
+/// without the cost of a copy.
+c10::IValue empty_value_like(const c10::IValue& v);
+
+/// The same for every argument of a call.
+built_call empty_call_like(const built_call& call);
+
 /// Copies `src`'s tensors into `dst`'s, which were made by clone_value of a value of the same
 /// structure: no allocation, so that a copy made between two timed calls leaves the allocator
 /// as it was. Where the structure, a shape, a dtype or a device differs, `dst` becomes a clone

@@ -62,17 +62,27 @@ def mark_threads():
     global threads_before
     threads_before = set(threading.enumerate())
 
-# Threads that libraries start and keep idle (torch.compile's workers, executors): not the
-# kernel's work left running. A kernel's own thread runs a function of its own module or any
-# code outside these.
+# Threads that libraries start and keep idle (an executor's workers, torch.compile's readers):
+# not the kernel's work left running. Such a thread runs a private worker loop of a library
+# module (concurrent.futures.thread._worker, multiprocessing's _feed) or is a Thread subclass of
+# one; a thread that runs a public function (torch.neg, a kernel's own) or a threading.Timer is
+# work left for later, whoever wrote the function.
 library_modules = ('torch', 'triton', 'concurrent.futures', 'multiprocessing', 'queue',
                    'asyncio', 'threading', 'logging')
 
+def in_library(module):
+    return any(module == m or module.startswith(m + '.') for m in library_modules)
+
 def owned_by_library(t):
-    target = getattr(t, '_target', None) or getattr(t, 'function', None)
-    module = getattr(target, '__module__', None) or ''
-    return target is not None and module.split('.')[0] in {m.split('.')[0] for m in library_modules} \
-        and any(module == m or module.startswith(m + '.') for m in library_modules)
+    if isinstance(t, threading.Timer):
+        return False
+    if type(t) is not threading.Thread:
+        return in_library(type(t).__module__ or '')
+    target = getattr(t, '_target', None)
+    function = getattr(target, '__func__', target)
+    return getattr(function, '__code__', None) is not None \
+        and getattr(function, '__name__', '').startswith('_') \
+        and in_library(getattr(function, '__module__', None) or '')
 
 def new_threads():
     return [t.name for t in threading.enumerate()
@@ -240,11 +250,22 @@ c10::IValue from_python(py::handle obj) {
 
 } // namespace
 
+namespace {
+std::atomic<bool> started{false};
+} // namespace
+
 std::string ensure_python() {
   static std::once_flag once;
   static std::string why;
-  std::call_once(once, [] { why = start_python(); });
+  std::call_once(once, [] {
+    why = start_python();
+    started = why.empty();
+  });
   return why;
+}
+
+bool python_started() {
+  return started;
 }
 
 // Hidden, as pybind11's types are.

@@ -30,6 +30,9 @@ struct python_error : std::runtime_error {
 /// Returns "" or why Python cannot run here.
 std::string ensure_python();
 
+/// Whether ensure_python has started the interpreter in this process.
+bool python_started();
+
 /// A Python kernel: the function `entry` of one file, loaded as a fresh module.
 class python_kernel {
 public:

@@ -41,27 +41,31 @@ double t_quantile(int64_t df) {
   return 1.96 + 2.4 / static_cast<double>(df);
 }
 
-// The calls of a round of `n` whose outputs are checked: two drawn at random (the one call of
-// a round of one), from the operating system's entropy, so that no kernel can predict them.
+// The calls of a round of `n` whose outputs are checked: checked_per_round of them (all of a
+// shorter round) drawn at random, from the operating system's entropy, so that no kernel can
+// predict them; numbered (ranked) in the round's order.
 struct checked_calls {
-  int64_t a = -1;
-  int64_t b = -1;
-  bool has(int64_t i) const {
-    return i == a || i == b;
+  std::vector<int64_t> indices; // ascending
+  call_point at(int64_t round, int64_t i) const {
+    call_point p{round, i, false, true};
+    auto it = std::find(indices.begin(), indices.end(), i);
+    if (it != indices.end()) {
+      p.checked = true;
+      p.rank = static_cast<int>(it - indices.begin());
+    }
+    return p;
   }
 };
 
 checked_calls pick_checked(int64_t n) {
   static std::random_device entropy;
   checked_calls c;
-  if (n <= 0)
-    return c;
-  c.a = static_cast<int64_t>(entropy() % static_cast<uint64_t>(n));
-  if (n > 1) {
-    c.b = static_cast<int64_t>(entropy() % static_cast<uint64_t>(n - 1));
-    if (c.b >= c.a)
-      ++c.b;
+  while (static_cast<int64_t>(c.indices.size()) < std::min<int64_t>(n, checked_per_round)) {
+    auto i = static_cast<int64_t>(entropy() % static_cast<uint64_t>(n));
+    if (std::find(c.indices.begin(), c.indices.end(), i) == c.indices.end())
+      c.indices.push_back(i);
   }
+  std::sort(c.indices.begin(), c.indices.end());
   return c;
 }
 
@@ -149,7 +153,7 @@ paired_timing cpu_pair(const timed_side& reference, const timed_side& kernel,
   auto run = [](const timed_side& side, int64_t round, int64_t n, std::vector<double>& out) {
     auto checked = pick_checked(n);
     for (int64_t i = 0; i < n; ++i)
-      out.push_back(run_call(side, {round, i, checked.has(i), true}));
+      out.push_back(run_call(side, checked.at(round, i)));
   };
   for (int64_t r = 0; r < rounds; ++r) {
     // Odd rounds time the kernel first: the order cancels out over the rounds.
@@ -216,7 +220,7 @@ struct queued_calls {
   void queue(const timed_side& side, int64_t round, at::Tensor& cache, int64_t n) {
     auto checked = pick_checked(n);
     for (int64_t i = 0; i < n; ++i) {
-      call_point p{round, i, checked.has(i), true};
+      call_point p = checked.at(round, i);
       if (side.before)
         side.before(p);
       cache.zero_();
@@ -380,7 +384,7 @@ paired_timing cuda_synchronized_pair(const timed_side& reference, const timed_si
       auto& out = (ref_turn ? ref_rounds : ker_rounds)[static_cast<size_t>(r)];
       auto checked = pick_checked(n);
       for (int64_t i = 0; i < n; ++i)
-        out.push_back(one(side, {r, i, checked.has(i), true}));
+        out.push_back(one(side, checked.at(r, i)));
     }
   }
   return paired_from_rounds(cached, ref_rounds, ker_rounds);

@@ -36,15 +36,20 @@ struct speedup_estimate {
 /// cancels out).
 using timed_fn = std::function<void(int64_t round)>;
 
+/// How many timed calls of each round of each side are checked.
+constexpr int checked_per_round = 1;
+
 /// Where one call of a side lies: its round, its number among that side's calls of the round,
-/// and whether its output is to be checked (two calls of each round, drawn from the operating
-/// system's entropy, so that no kernel can tell which). Warm-up and estimate calls have
-/// `timed` false.
+/// and whether its output is to be checked (checked_per_round calls of each round, drawn from
+/// the operating system's entropy, so that no kernel can tell which), with `rank` its number
+/// among the round's checked calls (-1 for others). Warm-up and estimate calls have `timed`
+/// false.
 struct call_point {
   int64_t round = 0;
   int64_t index = 0;
   bool checked = false;
   bool timed = true;
+  int rank = -1;
 };
 
 /// One side of a timing: `call` is measured; `before` (fresh inputs) and `after` (keep or

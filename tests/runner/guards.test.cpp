@@ -121,6 +121,9 @@ TEST_CASE("refresh_floats fills half, bfloat16 and double storages from 0 to 1, 
     CHECK(std::abs(x.mean().item<double>() - 0.5) < 0.01);
     // As many distinct values as the dtype has in [0, 1), near enough (bfloat16: a few hundred).
     CHECK(std::get<0>(at::_unique(x)).numel() > 200);
+    // On the dtype's grid in [0, 1): k / 2^11 for half, k / 2^8 for bfloat16, k / 2^24 else.
+    double grid = dtype == at::kHalf ? 2048.0 : dtype == at::kBFloat16 ? 256.0 : 16777216.0;
+    CHECK(at::equal(at::floor(x * grid), x * grid));
     CHECK(at::equal(a.args[0].toTensor(), b.args[0].toTensor()));
     CHECK_FALSE(at::equal(a.args[0].toTensor(), c.args[0].toTensor()));
   }
@@ -168,28 +171,49 @@ TEST_CASE("copy_value_into copies into the same memory where shapes match, else 
   CHECK(into.kwargs.at("alpha").toDouble() == 2.0);
 }
 
-TEST_CASE("call_seed differs by call, warm-up and measurement, and can depend on its round alone",
+TEST_CASE("call_seed differs by call, warm-up and measurement, a checked call's by round and rank alone",
           "[core]") {
-  // (input seed, measurement, round, index, timed, last of round)
-  CHECK(call_seed(1, 0, 2, 3, true, false) == call_seed(1, 0, 2, 3, true, false));
-  CHECK(call_seed(1, 0, 2, 3, true, false) != call_seed(1, 0, 2, 4, true, false));
-  CHECK(call_seed(1, 0, 2, 3, true, false) != call_seed(1, 0, 3, 3, true, false));
-  CHECK(call_seed(1, 0, 2, 3, true, false) != call_seed(2, 0, 2, 3, true, false));
-  CHECK(call_seed(1, 0, 2, 3, true, true) == call_seed(1, 0, 2, 7, true, true));
-  CHECK(call_seed(1, 0, 2, 3, true, true) != call_seed(1, 0, 3, 3, true, true));
-  CHECK(call_seed(1, 0, 2, 3, true, true) != call_seed(1, 0, 2, 3, true, false));
+  // (input seed, measurement, round, index, timed, checked rank or -1)
+  CHECK(call_seed(1, 0, 2, 3, true, -1) == call_seed(1, 0, 2, 3, true, -1));
+  CHECK(call_seed(1, 0, 2, 3, true, -1) != call_seed(1, 0, 2, 4, true, -1));
+  CHECK(call_seed(1, 0, 2, 3, true, -1) != call_seed(1, 0, 3, 3, true, -1));
+  CHECK(call_seed(1, 0, 2, 3, true, -1) != call_seed(2, 0, 2, 3, true, -1));
+  // A checked call: the same values wherever it falls in its round, others for the other rank.
+  CHECK(call_seed(1, 0, 2, 3, true, 0) == call_seed(1, 0, 2, 7, true, 0));
+  CHECK(call_seed(1, 0, 2, 3, true, 0) != call_seed(1, 0, 2, 3, true, 1));
+  CHECK(call_seed(1, 0, 2, 3, true, 0) != call_seed(1, 0, 3, 3, true, 0));
+  CHECK(call_seed(1, 0, 2, 3, true, 0) != call_seed(1, 0, 2, 3, true, -1));
   // A warm-up call and a measurement again never see a first measurement's values.
-  CHECK(call_seed(1, 0, 0, 3, false, false) != call_seed(1, 0, 0, 3, true, false));
-  CHECK(call_seed(1, 1, 2, 3, true, false) != call_seed(1, 0, 2, 3, true, false));
-  CHECK(call_seed(1, 1, 2, 3, true, true) != call_seed(1, 0, 2, 3, true, true));
-  // Every call of five rounds of eight, with eight warm-up calls, distinct.
+  CHECK(call_seed(1, 0, 0, 3, false, -1) != call_seed(1, 0, 0, 3, true, -1));
+  CHECK(call_seed(1, 1, 2, 3, true, -1) != call_seed(1, 0, 2, 3, true, -1));
+  CHECK(call_seed(1, 1, 2, 3, true, 0) != call_seed(1, 0, 2, 3, true, 0));
+  // Every call of five rounds of eight (two checked), with eight warm-up calls, distinct.
   std::set<uint64_t> seen;
   for (int64_t r = 0; r < 5; ++r)
     for (int64_t i = 0; i < 8; ++i)
-      seen.insert(call_seed(99, 0, r, i, true, i == 7));
+      seen.insert(call_seed(99, 0, r, i, true, i == 2 ? 0 : i == 5 ? 1 : -1));
   for (int64_t i = 0; i < 8; ++i)
-    seen.insert(call_seed(99, 0, 0, i, false, false));
+    seen.insert(call_seed(99, 0, 0, i, false, -1));
   CHECK(seen.size() == 48);
+}
+
+TEST_CASE("checked_slot keeps the first calls, then a reservoir sample the same for both sides",
+          "[core]") {
+  constexpr size_t slots = 6;
+  for (uint64_t n = 0; n < slots; ++n)
+    CHECK(checked_slot(n, slots, 0) == static_cast<int64_t>(n));
+  // Beyond the slots: the same answer every time (both sides ask), a slot or none.
+  std::map<int64_t, int> placed;
+  for (uint64_t n = slots; n < 2000; ++n) {
+    auto j = checked_slot(n, slots, 0);
+    CHECK(j == checked_slot(n, slots, 0));
+    CHECK(j >= -1);
+    CHECK(j < static_cast<int64_t>(slots));
+    ++placed[j];
+  }
+  // As reservoir sampling: call n kept with probability slots / (n + 1), spread over the slots.
+  CHECK(placed[-1] > 1900);
+  CHECK(placed.size() == slots + 1);
 }
 
 TEST_CASE("poison_outputs writes the canary into outputs but not into what it keeps", "[core]") {
@@ -275,7 +299,7 @@ TEST_CASE("not_plain names a meta tensor, and shares_storage sees views but not 
 
 TEST_CASE("dispatcher_fingerprint names an operator whose CPU kernel was replaced", "[core]") {
   auto relu = c10::Dispatcher::singleton().findSchemaOrThrow("aten::relu", "");
-  dispatcher_fingerprint fp(relu);
+  auto fp = dispatcher_fingerprint().with(relu);
   CHECK(fp.changed().empty());
   auto x = at::tensor({-1.0f, 2.0f});
   {
@@ -294,6 +318,15 @@ TEST_CASE("dispatcher_fingerprint names an operator whose CPU kernel was replace
     CHECK(fp.changed() == std::vector<std::string>{"aten::add.Tensor"});
   }
   CHECK(fp.changed().empty());
+
+  // Without the operator evaluated: the relied-on ones alone.
+  dispatcher_fingerprint relied;
+  CHECK(relied.changed().empty());
+  {
+    torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::CPU, __FILE__, __LINE__);
+    lib.impl("eq.Tensor", [](const at::Tensor& a, const at::Tensor&) { return a.clone(); });
+    CHECK(relied.changed() == std::vector<std::string>{"aten::eq.Tensor"});
+  }
 }
 
 TEST_CASE("process_state reports and restores threads, grad mode and dispatch keys", "[core]") {
@@ -399,8 +432,8 @@ TEST_CASE("time_pair runs each side's before and after hooks outside the measure
       CHECK(same_point(log->before[k], log->call[k]));
       CHECK(same_point(log->after[k], log->call[k]));
     }
-    // Three warm-up calls, untimed, then 12 timed in 4 rounds of 3; two calls of each round,
-    // drawn at random, are checked.
+    // Three warm-up calls, untimed, then 12 timed in 4 rounds of 3; checked_per_round calls of
+    // each round, drawn at random, are checked.
     for (size_t k = 0; k < 3; ++k) {
       CHECK_FALSE(log->call[k].timed);
       CHECK_FALSE(log->call[k].checked);
@@ -418,7 +451,7 @@ TEST_CASE("time_pair runs each side's before and after hooks outside the measure
         CHECK(points[k].index == static_cast<int64_t>(k));
         checked += points[k].checked ? 1 : 0;
       }
-      CHECK(checked == 2);
+      CHECK(checked == static_cast<size_t>(checked_per_round));
     }
   }
   // The hooks' 5 ms pauses are not in the measured times.
@@ -621,7 +654,7 @@ TEST_CASE("dispatcher_fingerprint sees a replacement registered under the origin
   auto colon = table.rfind(':', end);
   file = table.substr(from, colon - from);
   line = static_cast<uint32_t>(std::stoul(table.substr(colon + 1, end - colon - 1)));
-  dispatcher_fingerprint fp(relu);
+  auto fp = dispatcher_fingerprint().with(relu);
   torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::CPU, file.c_str(), line);
   lib.impl("relu", [](const at::Tensor& t) { return t.clone(); });
   CHECK(at::relu(at::tensor({-1.0f})).item<float>() == -1.0f); // replaced
@@ -631,7 +664,7 @@ TEST_CASE("dispatcher_fingerprint sees a replacement registered under the origin
 TEST_CASE("no timed call sees the values of a warm-up call (evaluate.cpp's call seeds)", "[core]") {
   // The seed each call's inputs are refilled from, as evaluate.cpp's time_input computes it.
   auto seed_of = [](const call_point& p) {
-    return call_seed(42, 0, p.round, p.index, p.timed, false);
+    return call_seed(42, 0, p.round, p.index, p.timed, p.rank);
   };
   runner_options opts;
   opts.cpu_warmup = 3;
@@ -675,7 +708,7 @@ TEST_CASE("refresh_floats reorders the integers of a call that has no floating-p
   CHECK(at::equal(idx, before_ints));
 }
 
-TEST_CASE("the checked calls of a round are drawn anew each time, two a round", "[core]") {
+TEST_CASE("the checked calls of a round are drawn anew each time, one a round", "[core]") {
   runner_options opts;
   opts.cpu_warmup = 1;
   opts.cpu_runs = 40;
@@ -688,14 +721,18 @@ TEST_CASE("the checked calls of a round are drawn anew each time, two a round", 
     side.call = [&](const call_point& p) {
       if (p.timed && p.checked) {
         ++per_round[p.round];
+        CHECK(p.rank == 0);
         seen.insert({p.round, p.index});
+      } else {
+        CHECK(p.rank == -1);
       }
     };
     time_pair(side, side, opts);
     REQUIRE(per_round.size() == 4);
     for (auto& [round, n] : per_round)
-      CHECK(n == 4); // two of each side (the same side twice here)
+      CHECK(n == 2 * checked_per_round); // both sides (the same side twice here)
   }
   // Not the same calls every time: a kernel cannot learn which are checked.
   CHECK(seen.size() > 8);
 }
+

@@ -1,6 +1,7 @@
 // Torch first: c10's logging defines a CHECK of its own, which Catch's must replace.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <catch2/catch.hpp>
@@ -315,6 +316,15 @@ TEST_CASE("timings come in alternating rounds with a confidence interval, and a 
   auto opts = quick_options();
   opts.cpu_runs = 10;
   opts.rounds = 5;
+  // One intra-op thread: a call of microseconds split over two threads waits for the second
+  // (asleep, or its core taken by another test) now and then, and a few such calls among ten
+  // make aten look 20x faster or slower than itself.
+  int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  struct restore_threads {
+    int n;
+    ~restore_threads() { at::set_num_threads(n); }
+  } restore{threads};
   auto r = evaluate_job(job, opts, [](const step&) {});
   REQUIRE(r.performance.size() == 1);
   auto& p = r.performance[0];
