@@ -93,8 +93,12 @@ run_figures run(const std::string& name, const std::string& data, const std::str
     std::sort(f.phases.rbegin(), f.phases.rend());
     for (auto& row : json::parse(read(logs / "full_results.json")))
       if (row.contains("speedup") && row.value("successfully_ran", false)) {
-        f.speedups[row["op_name"].get<std::string>() + " | " + row["args"].get<std::string>()] =
-          row["speedup"].get<double>();
+        // The reports name operators as BackendBench does ("relu.default"), the journal
+        // with their namespace ("aten.relu.default"): keys take the journal's names.
+        auto op = row["op_name"].get<std::string>();
+        if (op.rfind("aten.", 0) != 0)
+          op = "aten." + op;
+        f.speedups[op + " | " + row["args"].get<std::string>()] = row["speedup"].get<double>();
         ++f.inputs;
       }
     std::ifstream journal(logs / "results.jsonl");

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <set>
@@ -216,8 +217,19 @@ void refresh_floats(built_call& call, uint64_t seed, const at::Device& device) {
     } else if (!any_float && t.numel() > 1) {
       // A call of integer and bool tensors only: their values reordered, so that every index
       // or count the operator took stays one it takes, and a replay by pointer is wrong.
+      // The order is an affine map i -> (a i + b) mod n with a coprime to n, drawn from the
+      // seed on the host: randperm would do for n of 30000 and more, but below that CUDA's
+      // runs on the host and copies from pageable memory, a synchronization before every timed
+      // call that lays the kernel's launch overhead bare in its measured time.
       if (auto whole = whole_storage(t, t.scalar_type()); whole.defined() && whole.numel() > 1) {
-        auto order = at::randperm(whole.numel(), gen(), at::TensorOptions().dtype(at::kLong).device(device));
+        auto n = static_cast<uint64_t>(whole.numel());
+        stream = mix(stream, 0x0dd);
+        uint64_t a = 1 + mix(stream, 1) % std::min<uint64_t>(n - 1, uint64_t{1} << 31);
+        while (std::gcd(a, n) != 1)
+          a = a % (n - 1) + 1;
+        uint64_t b = 1 + mix(stream, 2) % (n - 1); // never the identity
+        auto order = at::arange(static_cast<int64_t>(n), at::TensorOptions().dtype(at::kLong).device(device));
+        order.mul_(static_cast<int64_t>(a)).add_(static_cast<int64_t>(b)).remainder_(static_cast<int64_t>(n));
         whole.copy_(whole.index_select(0, order));
       }
     }
