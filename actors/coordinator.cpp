@@ -189,6 +189,7 @@ void dispatch(coordinator_pointer self) {
     auto worker = st.idle.back();
     st.idle.pop_back();
     auto job = *st.table.next(st.evaluators_alive);
+    job.settings = st.cfg.job_settings;
     st.busy[worker.address()] = job;
     ++st.dispatched;
     ++st.messages;

@@ -35,6 +35,9 @@ struct coordinator_config {
   std::map<std::string, op_work> estimates;
   /// Shards a resumed sweep finished before, per operator (one kernel per operator only).
   std::map<std::string, std::vector<eval_result>> earlier_shards;
+  /// The sweep's settings (pack_settings), stamped on every job so that evaluators on nodes
+  /// time and check as local ones do; empty: each evaluator's own.
+  std::string job_settings;
 };
 
 caf::error validate(const coordinator_config& cfg);

@@ -162,10 +162,16 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
       ++st.jobs;
       spdlog::debug("evaluator {}: job {} ({}) attempt {} started", tag, job.job_id, job.op_name,
                     job.attempt);
-      attach_cached_references(job, st.references, st.runner.where(), st.cfg.options);
+      // How to time and check: the sweep's settings the job carries; where: this slot's.
+      auto options = job_options(st.cfg.options, job.settings);
+      if (options.reference_cache)
+        attach_cached_references(job, st.references, st.runner.where(), options);
+      else
+        job.cached_references.clear();
       auto call = run_on_runner(st, job, tag);
       auto result = call.ok ? std::move(call.result) : failed_result(job, call.why, call.detail);
-      keep_measured_references(result, job, st.references, st.cfg.options);
+      if (options.reference_cache)
+        keep_measured_references(result, job, st.references, options);
       result.runner_restarts = std::exchange(st.unreported_restarts, 0);
       auto ended = clock::now();
       result.phases["waiting"] += waiting;

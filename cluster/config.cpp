@@ -300,6 +300,7 @@ size_t count_gpus() {
 
 runner_options runner_options_of(const settings& s) {
   auto opts = s.timing;
+  opts.reference_cache = s.reference_cache;
   if (!s.reference_cache)
     opts.reference_cache_dir.clear();
   else if (opts.reference_cache_dir.empty())

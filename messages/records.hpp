@@ -100,8 +100,11 @@ struct eval_job {
   std::vector<cached_reference> cached_references;
   /// Where these inputs lie among the operator's.
   shard_span shard;
+  /// The sweep's settings (runner_protocol.hpp: pack_settings, job_options), stamped by the
+  /// coordinator on every job; empty: the evaluator's own.
+  std::string settings;
   MSGPACK_DEFINE_MAP(job_id, attempt, op_name, kernel, correctness_inputs, performance_inputs,
-                     reference_failures, cached_references, shard);
+                     reference_failures, cached_references, shard, settings);
 };
 
 /// BackendBench's CorrectnessTestResult, field for field.

@@ -62,12 +62,36 @@ struct runner_options {
   /// Each correctness input is also checked on two variants of its floating-point tensors:
   /// signed values, and signed values with zeros, infinities and NaN.
   bool extra_inputs = false;
+  /// Whether the sweep uses the reference-time cache at all (--no-reference-cache: false);
+  /// reference_cache_dir says where a node keeps it.
+  bool reference_cache = true;
   MSGPACK_DEFINE_MAP(device, node, timer, cpu_warmup, cpu_runs, cpu_max_seconds, gpu_warmup_ms,
                      gpu_rep_ms, flush_bytes, rounds, systematic_rel_sd, adaptive_min_calls,
                      adaptive_rel_sem,
                      cpu_threads, atol, rtol, reference_cache_dir, exploit_checks,
-                     suspicious_speedup, extra_inputs);
+                     suspicious_speedup, extra_inputs, reference_cache);
 };
+
+/// The sweep's settings as a job carries them (eval_job::settings): the coordinator's resolved
+/// options, packed, so that every evaluator and runner, local or on a node started by hand,
+/// times and checks as the sweep says.
+inline std::string pack_settings(const runner_options& sweep) {
+  return pack(sweep);
+}
+
+/// The options one job is evaluated with: how to time and check from the sweep (`settings`,
+/// as pack_settings made them), where from this slot's own (`own`: its device, node name,
+/// intra-op threads and reference cache folder). Empty settings: `own` as it is.
+inline runner_options job_options(const runner_options& own, const std::string& settings) {
+  if (settings.empty())
+    return own;
+  auto opts = unpack<runner_options>(settings);
+  opts.device = own.device;
+  opts.node = own.node;
+  opts.cpu_threads = own.cpu_threads;
+  opts.reference_cache_dir = own.reference_cache_dir;
+  return opts;
+}
 
 /// Evaluator -> runner.
 struct runner_request {

@@ -72,7 +72,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, eval_job& x) {
   return f(caf::meta::type_name("eval_job"), x.job_id, x.attempt, x.op_name, x.kernel,
            x.correctness_inputs, x.performance_inputs, x.reference_failures,
-           x.cached_references, x.shard);
+           x.cached_references, x.shard, x.settings);
 }
 
 template <class Inspector>

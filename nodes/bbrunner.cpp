@@ -62,7 +62,8 @@ bb::runner_handlers handlers() {
   h.check = bb::runner::check_device;
   h.evaluate = [](int fd, const bb::runner_request& req, const bb::runner_options& opts) {
     maybe_inject_fault(req.job);
-    return evaluate(fd, req, opts);
+    // The sweep's settings, as the job carries them, over this runner's own.
+    return evaluate(fd, req, bb::job_options(opts, req.job.settings));
   };
   return h;
 }

@@ -21,6 +21,7 @@
 #include "actors/slot_watch.hpp"
 #include "cluster/local_nodes.hpp"
 #include "messages/errors.hpp"
+#include "messages/runner_protocol.hpp"
 #include "process/proc.hpp"
 #include "results/resume.hpp"
 #include "suite/ops.hpp"
@@ -281,6 +282,7 @@ void sweep::start_coordinator() {
   if (ccfg.shards_per_slot > 0 && evaluators_.size() > 1)
     ccfg.estimates = cli::estimate_sweep_work(ccfg.work, s, slot_device());
   ccfg.earlier_shards = setup_.resumed.shards;
+  ccfg.job_settings = pack_settings(runner_options_of(s));
   ccfg.evaluate_timeout = std::chrono::duration_cast<caf::timespan>(
     std::chrono::duration<double>(evaluate_timeout_s(s)));
   coordinator_ = sys_->spawn(coordinator, ccfg, generator_, evaluators_, reporter_, local_.compiler);

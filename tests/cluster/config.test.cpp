@@ -241,3 +241,31 @@ TEST_CASE("validate names the key of a value that came from elsewhere", "[core]"
   s.node_silence_s = s.heartbeat_s;
   CHECK(describe(validate(s)) == "nodes.silence_s must be above nodes.heartbeat_s");
 }
+
+TEST_CASE("a job's settings are the sweep's, over the slot's device, node, threads and cache folder",
+          "[core]") {
+  bb::settings s;
+  s.timing.rounds = 3;
+  s.timing.timer = "adaptive";
+  s.timing.exploit_checks = false;
+  s.reference_cache = false;
+  auto sweep = bb::runner_options_of(s);
+  CHECK_FALSE(sweep.reference_cache);
+  bb::runner_options own;
+  own.device = "cuda";
+  own.node = "node-b";
+  own.cpu_threads = 7;
+  own.reference_cache_dir = "/var/cache/refs";
+  own.rounds = 5;
+  auto opts = bb::job_options(own, bb::pack_settings(sweep));
+  CHECK(opts.rounds == 3);
+  CHECK(opts.timer == "adaptive");
+  CHECK_FALSE(opts.exploit_checks);
+  CHECK_FALSE(opts.reference_cache);
+  CHECK(opts.device == "cuda");
+  CHECK(opts.node == "node-b");
+  CHECK(opts.cpu_threads == 7);
+  CHECK(opts.reference_cache_dir == "/var/cache/refs");
+  // A job without settings (an older coordinator's): the slot's own.
+  CHECK(bb::job_options(own, "").rounds == 5);
+}

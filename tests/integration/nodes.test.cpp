@@ -473,3 +473,43 @@ TEST_CASE("every node lost: the sweep stops with partial reports and says so", "
   CHECK(ok + lost == 9);
   CHECK(std::filesystem::exists(dir / "run/OVERALL_SUMMARY.md"));
 }
+
+TEST_CASE("a node started by hand times and checks as the coordinator's settings say",
+          "[integration]") {
+  // The node runs with its own defaults (5 rounds, the exploit checks on); the sweep's file
+  // says 3 rounds and its command line turns the checks off, then on again.
+  bb::test::temp_dir dir;
+  auto [node, endpoint] = start_node(dir, {});
+  REQUIRE_FALSE(endpoint.empty());
+  auto port = endpoint.substr(endpoint.rfind(':') + 1);
+  bb::test::write_file(dir / "hosts.txt", "127.0.0.1:" + port + " slots=1\n");
+  bb::test::write_file(dir / "ops.txt", "Operator: aten.relu.default\ncnt: 1, ((T([64, 64], f32),), {})\n"
+                                        "Operator: aten.add.Tensor\ncnt: 1, ((T([32, 32], f32), T([32, 32], f32)), {})\n");
+  bb::test::write_file(dir / "settings.toml", std::string(settings) + "rounds = 3\n");
+  auto sweep = [&](const std::string& name, const std::string& flags) {
+    auto rc = std::system((bbcluster + " --suite torchbench --data " + dir / "ops.txt" + " --nodes "
+                           + dir / "hosts.txt" + " --config " + dir / "settings.toml" + " " + flags
+                           + " --log-dir " + dir / name + " >" + dir / (name + ".out") + " 2>&1")
+                            .c_str());
+    INFO(bb::test::read_file(dir / (name + ".out")));
+    REQUIRE(WEXITSTATUS(rc) == 0);
+    auto jobs = journal_lines(dir / (name + "/results.jsonl"), "job_finished");
+    REQUIRE(jobs.size() == 2);
+    return jobs;
+  };
+  for (auto& j : sweep("off", "--no-exploit-checks")) {
+    INFO(j.dump().substr(0, 2000));
+    CHECK(j["outcome"] == "ok");
+    CHECK(j["performance"][0]["timing_rounds"] == 3);
+    // The checks' own phase is missing: the node did not run them.
+    CHECK_FALSE(j["phases"].contains("check_timed"));
+  }
+  for (auto& j : sweep("on", "")) {
+    INFO(j.dump().substr(0, 2000));
+    CHECK(j["outcome"] == "ok");
+    CHECK(j["performance"][0]["timing_rounds"] == 3);
+    CHECK(j["phases"].contains("check_timed"));
+  }
+  ::kill(node, SIGTERM);
+  CHECK(wait_exit(node, 20) == 0);
+}
