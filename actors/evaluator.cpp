@@ -150,6 +150,19 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
       auto arrived = clock::now();
       double waiting = std::chrono::duration<double>(arrived - st.idle_since).count();
       auto tag = st.cfg.node + "/" + std::to_string(st.cfg.slot);
+      // How to time and check: the sweep's settings the job carries; where: this slot's.
+      runner_options options;
+      try {
+        options = job_options(st.cfg.options, job.settings);
+      } catch (const std::exception& e) {
+        return failed_result(job, outcome::infra_error,
+                             std::string("the job's settings could not be read (another bbcluster version?): ") + e.what());
+      }
+      // A runner that ran kernels nobody checked is not trusted with a checked job.
+      if (options.exploit_checks && st.unchecked_runner) {
+        st.runner.stop();
+        st.unchecked_runner = false;
+      }
       if (auto err = ensure_runner(st); !err.empty()) {
         // This slot cannot run anything: out of service. Quitting makes the coordinator
         // give the job to another slot.
@@ -162,16 +175,14 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
       ++st.jobs;
       spdlog::debug("evaluator {}: job {} ({}) attempt {} started", tag, job.job_id, job.op_name,
                     job.attempt);
-      // How to time and check: the sweep's settings the job carries; where: this slot's.
-      auto options = job_options(st.cfg.options, job.settings);
-      if (options.reference_cache)
-        attach_cached_references(job, st.references, st.runner.where(), options);
-      else
-        job.cached_references.clear();
+      st.unchecked_runner = st.unchecked_runner || !options.exploit_checks;
+      // A sweep without the reference cache neither reads nor writes this slot's.
+      static const reference_cache no_cache;
+      const auto& references = options.reference_cache ? st.references : no_cache;
+      attach_cached_references(job, references, st.runner.where(), options);
       auto call = run_on_runner(st, job, tag);
       auto result = call.ok ? std::move(call.result) : failed_result(job, call.why, call.detail);
-      if (options.reference_cache)
-        keep_measured_references(result, job, st.references, options);
+      keep_measured_references(result, job, references, options);
       result.runner_restarts = std::exchange(st.unreported_restarts, 0);
       auto ended = clock::now();
       result.phases["waiting"] += waiting;

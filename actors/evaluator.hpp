@@ -60,6 +60,9 @@ struct evaluator_state {
   reference_cache references;
   /// When the last job ended: the time until the next one is the slot's waiting.
   std::chrono::steady_clock::time_point idle_since = std::chrono::steady_clock::now();
+  /// Whether the runner has run a job with the exploit checks off: a kernel nobody checked
+  /// may have changed it, so a job with them on gets a fresh runner.
+  bool unchecked_runner = false;
 };
 
 using evaluator_pointer = evaluator_actor::stateful_pointer<evaluator_state>;

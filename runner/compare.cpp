@@ -47,6 +47,11 @@ bool known_equal(const at::Tensor& a, const at::Tensor& b) {
   if (!a.defined() || !b.defined() || a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()
       || a.layout() != at::kStrided || b.layout() != at::kStrided || a.device() != b.device())
     return false;
+  // Bits that change what the bytes mean (a conjugate or negative view), a tensor of no
+  // memory (ZeroTensor), a quantized one: not judged here.
+  if (a.is_conj() || b.is_conj() || a.is_neg() || b.is_neg() || a._is_zerotensor() || b._is_zerotensor()
+      || a.is_quantized() || b.is_quantized() || !a.has_storage() || !b.has_storage())
+    return false;
   // Dense with the same strides (contiguous, or permuted alike): the elements fill
   // numel slots from the data pointer on, in the same order in both.
   if (a.device().is_cpu() && a.strides() == b.strides() && a.is_non_overlapping_and_dense()) {

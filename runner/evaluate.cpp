@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <functional>
 #include <set>
 
 #include <ATen/ATen.h>
@@ -180,10 +181,24 @@ void set_tampered(op_context& ctx, const std::string& flag, const std::string& w
     ctx.tampered = call_error{flag, why, ""};
 }
 
+// The operators whose tables are checked after every checked call (well under a millisecond):
+// the operator evaluated (a kernel that replaces it makes the reference compute its answer)
+// and those the comparison computes with.
+std::set<std::string> watched_always(const c10::OperatorHandle& op) {
+  const auto& n = op.operator_name();
+  std::set<std::string> names = {"aten::abs",       "aten::abs.out",   "aten::eq.Tensor",  "aten::eq.Tensor_out",
+                                 "aten::isnan",     "aten::isfinite",  "aten::where.self", "aten::le.Tensor",
+                                 "aten::le.Tensor_out", "aten::sub.Tensor", "aten::sub.out", "aten::equal",
+                                 "aten::max",       "aten::sum",       "aten::_to_copy",   "aten::copy_"};
+  names.insert(n.name + (n.overload_name.empty() ? "" : "." + n.overload_name));
+  return names;
+}
+
 // After kernel code ran: whatever it changed that the evaluation relies on. Each finding is a
-// flag that fails every input of the job; the process state is put back. The dispatcher's
-// tables (a few milliseconds) only where `dispatcher_too`: after the kernel loaded and at the
-// end of the job; the rest (microseconds) after every checked call as well.
+// flag that fails every input of the job; the process state is put back. Every relied-on
+// operator's dispatcher table (a few milliseconds) only where `dispatcher_too`: after the
+// kernel loaded and at the end of the job; after every checked call the evaluated operator's
+// and the comparison's (watched_always), and the rest (microseconds).
 void check_tampering(op_context& ctx, bool dispatcher_too = false) {
   if (python_kernel_of(ctx) && python_timers_tampered())
     set_tampered(ctx, "replaces_timer", "the kernel replaced a timing function");
@@ -193,8 +208,8 @@ void check_tampering(op_context& ctx, bool dispatcher_too = false) {
     set_tampered(ctx, "replaces_comparison",
                  "the kernel replaced a comparison function (torch.allclose, torch.equal, "
                  "torch.testing.assert_close or a Tensor method)");
-  if (ctx.dispatcher && dispatcher_too) {
-    auto changed = ctx.dispatcher->changed();
+  if (ctx.dispatcher) {
+    auto changed = dispatcher_too ? ctx.dispatcher->changed() : ctx.dispatcher->changed_among(watched_always(ctx.op));
     if (!changed.empty())
       set_tampered(ctx, "replaces_operator",
                    "the kernel changed the dispatcher's kernel of " + changed.front()
@@ -210,6 +225,30 @@ void check_tampering(op_context& ctx, bool dispatcher_too = false) {
     if (!c.dispatch.empty() || !c.global.empty())
       ctx.state->restore();
   }
+}
+
+// The bytes of every tensor storage of a call, each storage once.
+int64_t bytes_of(const built_call& call) {
+  std::set<const void*> seen;
+  int64_t total = 0;
+  std::function<void(const c10::IValue&)> add = [&](const c10::IValue& v) {
+    if (v.isTensor()) {
+      const auto& t = v.toTensor();
+      if (t.defined() && t.has_storage() && seen.insert(t.storage().data()).second)
+        total += static_cast<int64_t>(t.storage().nbytes());
+    } else if (v.isList()) {
+      for (const auto& x : v.toListRef())
+        add(x);
+    } else if (v.isTuple()) {
+      for (const auto& x : v.toTupleRef().elements())
+        add(x);
+    }
+  };
+  for (const auto& a : call.args)
+    add(a);
+  for (const auto& [name, v] : call.kwargs)
+    add(v);
+  return total;
 }
 
 // The tensors of a prepared input, as a call (what poison_outputs keeps).
@@ -631,6 +670,7 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   bool on = checks_on(ctx);
   std::vector<call_copy> kept[2];  // [0] the reference's, [1] the kernel's
   call_copy dropped[2];            // where a call not kept is copied, so every checked call costs the same
+  bool scratch = false;            // whether dropped[] has room (not for the largest calls)
   if (on)
     ctx.phases.time("check_timed", [&] {
       own("making room for the checked calls' copies", [&] {
@@ -638,13 +678,22 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
         prepared_input shape_in = prepare(bufs[0], schema, &ctx.reference);
         c10::IValue shape_out = ctx.reference.call(shape_in);
         synchronize(ctx.opts.device);
-        // No more slots than a measurement of opts.rounds fills.
-        auto slots = std::min<size_t>(max_checked_calls, checked_per_round * static_cast<size_t>(std::max<int64_t>(1, ctx.opts.rounds)));
+        // No more slots than a measurement of opts.rounds fills, and no more memory than a
+        // budget (both sides' slots and scratch): a call of 1.5 GiB keeps one slot a side and
+        // copies only the calls it keeps.
+        int64_t per_copy = bytes_of(tensors_of(shape_in)) + bytes_of(built_call{{shape_out}, {}});
+        int64_t budget = ctx.device.is_cuda() ? int64_t{8} << 30 : int64_t{1} << 30;
+        auto fit = static_cast<size_t>(budget / std::max<int64_t>(1, 2 * per_copy)); // copies a side
+        auto slots = std::min<size_t>({max_checked_calls,
+                                       checked_per_round * static_cast<size_t>(std::max<int64_t>(1, ctx.opts.rounds)),
+                                       std::max<size_t>(1, fit > 1 ? fit - 1 : 1)});
+        scratch = fit >= 2;
         auto make = [&] { return call_copy{-1, -1, 0, empty_call_like(bufs[0]), empty_value_like(shape_out)}; };
         for (int side = 0; side < 2; ++side) {
           for (size_t n = 0; n < slots; ++n)
             kept[side].push_back(make());
-          dropped[side] = make();
+          if (scratch)
+            dropped[side] = make();
         }
       });
     });
@@ -653,10 +702,12 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   uint64_t seed = input_seed(ctx.job.op_name, text);
   uint64_t measurement = 0; // 1 for an outlier's measurement again: fresh values there too
   double unverified = 0.0;
-  // The slot a side's checked call is copied into.
-  auto slot_of = [&](int side, const call_point& p) -> call_copy& {
+  // The slot a side's checked call is copied into; null: none (not kept, and no scratch).
+  auto slot_of = [&](int side, const call_point& p) -> call_copy* {
     auto j = checked_slot(static_cast<uint64_t>(p.round * checked_per_round + p.rank), kept[side].size(), measurement);
-    return j < 0 ? dropped[side] : kept[side][static_cast<size_t>(j)];
+    if (j < 0)
+      return scratch ? &dropped[side] : nullptr;
+    return &kept[side][static_cast<size_t>(j)];
   };
   auto make_side = [&](bool kernel_side) {
     const kernel* k = kernel_side ? &ctx.impl : &ctx.reference;
@@ -675,9 +726,10 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
         refresh_floats(buf, call_seed(seed, measurement, p.round, p.index, p.timed, p.checked ? p.rank : -1),
                        ctx.device);
         if (p.timed && p.checked) {
-          auto& slot = slot_of(side_index, p);
-          slot.round = -1; // until its output is copied too
-          copy_call_into(slot.input, buf);
+          if (auto* slot = slot_of(side_index, p)) {
+            slot->round = -1; // until its output is copied too
+            copy_call_into(slot->input, buf);
+          }
         }
       });
     };
@@ -688,11 +740,12 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
           ++kernel_calls_made;
         if (p.timed && p.checked) {
           // Copied as soon as the call returned: work that finishes later does not count.
-          auto& slot = slot_of(side_index, p);
-          copy_value_into(slot.output, *out);
-          slot.round = p.round;
-          slot.rank = p.rank;
-          slot.call_number = kernel_calls_made;
+          if (auto* slot = slot_of(side_index, p)) {
+            copy_value_into(slot->output, *out);
+            slot->round = p.round;
+            slot->rank = p.rank;
+            slot->call_number = kernel_calls_made;
+          }
         }
         poison_outputs(*out, both);
         *out = c10::IValue();
@@ -760,6 +813,19 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
           return compare(*expected, c.output, ctx.opts.atol, ctx.opts.rtol);
         });
       });
+      if (!cmp.ok && twin_serves) {
+        // The twin is a fast path for agreement only: a difference is judged against the
+        // reference run now on the kernel's own input copy.
+        prepared_input rin;
+        if (run_one_call(ctx, "check_timed", ctx.reference, c.input, rin, run_again))
+          continue;
+        expected = &run_again;
+        cmp = ctx.phases.time("check_timed", [&] {
+          return own("comparing a timed call's output", [&] {
+            return compare(*expected, c.output, ctx.opts.atol, ctx.opts.rtol);
+          });
+        });
+      }
       // With the aten backend the kernel is the reference: a difference is aten's own (some
       // of its CPU half-precision kernels read memory they never wrote), never a cheat.
       if (cmp.ok || ctx.job.kernel.kind == "aten" || !reference_disagrees(ctx, c.input, *expected).empty())

@@ -133,9 +133,20 @@ uniform_halves(uint16_t* __restrict out, int64_t n, uint32_t first, uint32_t key
   }
 }
 
+// The same for doubles, with 53 random bits each (two hashes), so that ties are as rare as
+// uniform_ makes them.
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("O3"))) void
+uniform_doubles(double* __restrict out, int64_t n, uint32_t first, uint32_t key) {
+  for (int64_t j = 0; j < n; ++j) {
+    auto i = first + static_cast<uint32_t>(j);
+    uint64_t bits = (static_cast<uint64_t>(hash32(i, key)) << 21) | (hash32(i, ~key) >> 11);
+    out[j] = static_cast<double>(static_cast<int64_t>(bits)) * 0x1p-53;
+  }
+}
+
 // Uniform values in [0, 1) from a counter: the i-th value of the stream `seed` depends on i
 // alone, so that threads fill their ranges of a storage independently, with the dtype's
-// significand of random bits (so that rounding never gives 1; a double takes a float's).
+// significand of random bits (so that rounding never gives 1).
 template <class T>
 void fill_uniform(T* data, int64_t n, uint64_t seed) {
   at::parallel_for(0, n, int64_t{1} << 15, [&](int64_t begin, int64_t end) {
@@ -148,6 +159,8 @@ void fill_uniform(T* data, int64_t n, uint64_t seed) {
       auto first = static_cast<uint32_t>(at);
       if constexpr (std::is_same_v<T, float>) {
         uniform_floats(data + at, stop - at, first, key, 24);
+      } else if constexpr (std::is_same_v<T, double>) {
+        uniform_doubles(data + at, stop - at, first, key);
       } else if constexpr (std::is_same_v<T, at::Half> || std::is_same_v<T, at::BFloat16>) {
         uniform_halves(reinterpret_cast<uint16_t*>(data + at), stop - at, first, key,
                        std::is_same_v<T, at::BFloat16>);
@@ -418,15 +431,14 @@ std::string full_name(const c10::OperatorName& n) {
 
 dispatcher_fingerprint::dispatcher_fingerprint() {
   auto& d = c10::Dispatcher::singleton();
-  // The functional overloads: the evaluation never calls an out= or named-dimension one.
+  // Every overload but the named-dimension ones (nothing the evaluation calls reaches those;
+  // out= overloads it does reach: aten's abs calls abs.out).
   static const std::vector<c10::OperatorName> names = [] {
     std::vector<c10::OperatorName> out;
     for (auto& n : c10::Dispatcher::singleton().getAllOpNames()) {
       const auto& o = n.overload_name;
-      bool out_variant = o == "out" || (o.size() > 4 && o.compare(o.size() - 4, 4, "_out") == 0)
-                         || o.find("out_") != std::string::npos;
       bool named = o.find("Dimname") != std::string::npos || o.find("names") != std::string::npos;
-      if (relied_on().count(n.name) && !out_variant && !named)
+      if (relied_on().count(n.name) && !named)
         out.push_back(n);
     }
     return out;
@@ -439,6 +451,22 @@ dispatcher_fingerprint::dispatcher_fingerprint() {
 dispatcher_fingerprint dispatcher_fingerprint::with(const c10::OperatorHandle& op) const {
   auto out = *this;
   out.tables_[full_name(op.operator_name())] = table_hash(op);
+  return out;
+}
+
+std::vector<std::string> dispatcher_fingerprint::changed_among(const std::set<std::string>& names) const {
+  std::vector<std::string> out;
+  auto& d = c10::Dispatcher::singleton();
+  for (auto& name : names) {
+    auto it = tables_.find(name);
+    if (it == tables_.end())
+      continue;
+    auto dot = name.find('.');
+    c10::OperatorName n{name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1)};
+    auto h = d.findOp(n);
+    if (!h || table_hash(*h) != it->second)
+      out.push_back(name);
+  }
   return out;
 }
 

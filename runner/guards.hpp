@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,9 @@ public:
   dispatcher_fingerprint with(const c10::OperatorHandle& op) const;
   /// The operators whose table changed since construction ("aten::add.Tensor").
   std::vector<std::string> changed() const;
+  /// The same among `names` only (full names, "aten::abs.out"): a check cheap enough for
+  /// every checked call.
+  std::vector<std::string> changed_among(const std::set<std::string>& names) const;
 
 private:
   std::map<std::string, size_t> tables_;

@@ -43,6 +43,16 @@ bool same_value(const c10::IValue& a, const c10::IValue& b) {
         return false;
     return true;
   }
+  if (a.isTuple() && b.isTuple()) {
+    const auto& x = a.toTupleRef().elements();
+    const auto& y = b.toTupleRef().elements();
+    if (x.size() != y.size())
+      return false;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (!same_value(x[i], y[i]))
+        return false;
+    return true;
+  }
   return true; // only tensors can be mutated
 }
 

@@ -73,8 +73,26 @@ library_modules = ('torch', 'triton', 'concurrent.futures', 'multiprocessing', '
 def in_library(module):
     return any(module == m or module.startswith(m + '.') for m in library_modules)
 
+import sysconfig as _sysconfig
+installed_dirs = tuple({p for k in ('stdlib', 'platstdlib', 'purelib', 'platlib')
+                        for p in [_sysconfig.get_paths().get(k)] if p})
+
+def installed(filename):
+    return filename.startswith('<') or filename.startswith(installed_dirs) \
+        or '/site-packages/' in filename or '/dist-packages/' in filename
+
+def runs_outside_libraries(t):
+    # Any frame of code that is not installed (the kernel's own file, whatever names its
+    # functions claim): the thread is doing the kernel's work, idle worker or not.
+    frame = sys._current_frames().get(t.ident)
+    while frame is not None:
+        if not installed(frame.f_code.co_filename):
+            return True
+        frame = frame.f_back
+    return False
+
 def owned_by_library(t):
-    if isinstance(t, threading.Timer):
+    if isinstance(t, threading.Timer) or runs_outside_libraries(t):
         return False
     if type(t) is not threading.Thread:
         return in_library(type(t).__module__ or '')

@@ -121,8 +121,11 @@ TEST_CASE("refresh_floats fills half, bfloat16 and double storages from 0 to 1, 
     CHECK(std::abs(x.mean().item<double>() - 0.5) < 0.01);
     // As many distinct values as the dtype has in [0, 1), near enough (bfloat16: a few hundred).
     CHECK(std::get<0>(at::_unique(x)).numel() > 200);
-    // On the dtype's grid in [0, 1): k / 2^11 for half, k / 2^8 for bfloat16, k / 2^24 else.
-    double grid = dtype == at::kHalf ? 2048.0 : dtype == at::kBFloat16 ? 256.0 : 16777216.0;
+    // On the dtype's grid in [0, 1): k / 2^11 for half, k / 2^8 for bfloat16, k / 2^24 for
+    // float, k / 2^53 for double (and finer than a float's there).
+    double grid = dtype == at::kHalf ? 2048.0 : dtype == at::kBFloat16 ? 256.0 : dtype == at::kFloat ? 16777216.0 : 0x1p53;
+    if (dtype == at::kDouble)
+      CHECK_FALSE(at::equal(at::floor(x * 16777216.0), x * 16777216.0));
     CHECK(at::equal(at::floor(x * grid), x * grid));
     CHECK(at::equal(a.args[0].toTensor(), b.args[0].toTensor()));
     CHECK_FALSE(at::equal(a.args[0].toTensor(), c.args[0].toTensor()));
