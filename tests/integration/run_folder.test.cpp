@@ -1,17 +1,21 @@
 // A run folder and what owns it: one sweep at a time (a lock naming its holder), the nodes of a
 // killed sweep ended (with their coordinator, or by the next sweep on the folder), a resumed
-// sweep's recorded command that runs again, a hostfile naming one node twice, and keygen that
-// keeps existing keys.
+// sweep's recorded command that runs again, a journal cut mid-line that resumes, a hostfile
+// naming one node twice, and keygen that keeps existing keys.
 
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <map>
+#include <sstream>
 #include <thread>
 
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "cluster/local_nodes.hpp"
 #include "process/proc.hpp"
@@ -266,4 +270,45 @@ TEST_CASE("keygen keeps existing keys unless told --force", "[integration]") {
   CHECK(forced.status == 0);
   CHECK(bb::test::read_file(keys + "/coordinator.key") != before);
   CHECK(run(dir, bbcluster + " keygen").status == 2);
+}
+
+TEST_CASE("a journal cut mid-line, as a full disk leaves it, resumes: the torn line's operator runs again",
+          "[integration]") {
+  bb::test::temp_dir dir;
+  auto command = bbcluster + " --suite torchbench --data " BB_TRACES_DIR
+                 "/hf_train --ops relu.default,tanh.default,neg.default --topn 1 --config " BB_SOURCE_DIR
+                 "/tests/fast.toml --log-dir " + dir / "run";
+  auto first = run(dir, command);
+  INFO(first.err);
+  REQUIRE(first.status == 0);
+  auto journal = dir / "run/results.jsonl";
+  auto lines = journal_lines(journal, "job_finished");
+  REQUIRE(lines.size() == 3);
+  auto torn = lines[1].dump();
+  bb::test::write_file(journal, lines[0].dump() + "\n" + torn.substr(0, torn.size() / 2));
+
+  auto resumed = run(dir, bbcluster + " --resume " + dir / "run");
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  // The torn half-line stays where it was (bbcluster starts its next line after it); every
+  // complete line is JSON.
+  std::map<std::string, int> finished;
+  size_t unreadable = 0;
+  std::istringstream in(bb::test::read_file(journal));
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded()) {
+      ++unreadable;
+      continue;
+    }
+    if (j.value("event", "") == "job_finished")
+      ++finished[j["op_name"].get<std::string>()];
+  }
+  CHECK(unreadable == 1);
+  CHECK(finished.size() == 3);
+  for (auto& [op, n] : finished) {
+    INFO(op);
+    CHECK(n == 1);
+  }
+  CHECK_THAT(bb::test::read_file(dir / "run/OVERALL_SUMMARY.md"), !Catch::Contains("Running"));
 }
