@@ -91,7 +91,7 @@ void write_growing(reporter_pointer self, const eval_result& r) {
   lost_writes(self, write_operator_record(st.cfg.log_dir, r, versions == st.versions.end()
                                                                 ? std::vector<eval_result>{}
                                                                 : versions->second));
-  report_status status{true, true, st.cfg.expected_jobs, "", st.cfg.not_evaluated};
+  report_status status{true, true, st.cfg.expected_jobs, "", st.cfg.not_evaluated, st.cfg.conditions};
   // Rewritten after each operator and at the end: a failure here is logged, not kept.
   log_failed_writes(write_growing_reports(st.cfg.log_dir, st.cfg.command, st.results,
                                           score_results(st.results, st.cfg.p), status));
@@ -117,7 +117,7 @@ sweep_report write_all(reporter_pointer self, bool stopped) {
     if (err.empty())
       profile_file = "profile.json";
     report_status status{stopped, false, st.cfg.expected_jobs, resume_command_for(st.cfg.log_dir),
-                         st.cfg.not_evaluated};
+                         st.cfg.not_evaluated, st.cfg.conditions};
     err = write_reports(st.cfg.log_dir, st.cfg.command, st.results, s, status);
     write_html(self, stopped ? run_phase::stopped : run_phase::finished);
     lost_writes(self, err);

@@ -37,6 +37,8 @@ struct reporter_config {
   int reload_s = 10;
   /// Selected operators the backend does not implement, with why: listed, not scored.
   std::map<std::string, std::string> not_evaluated;
+  /// The settings the figures depend on, stated once in OVERALL_SUMMARY.md.
+  std::map<std::string, std::string> conditions;
 };
 
 caf::error validate(const reporter_config& cfg);

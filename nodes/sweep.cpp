@@ -119,6 +119,10 @@ int prepare_sweep(const CLI::App& app, const cli::flags& given, const std::vecto
       out.command = recorded_command(record);
   }
   auto conditions = cli::sweep_conditions(out.s, out.kernels);
+  // The reports state these and whether reference times came from the cache (not a condition
+  // a resume must match: the cache holds what the same conditions measured).
+  out.conditions = conditions;
+  out.conditions["timing.reference_cache"] = out.s.reference_cache ? "on" : "off";
   if (!f.resume.empty()) {
     if (auto err = cli::check_resumed_conditions(out.run_dir, conditions, f.resume_anyway); !err.empty())
       return fail(err);
@@ -206,6 +210,7 @@ void sweep::start_reporter() {
   reporter_config rcfg;
   rcfg.log_dir = setup_.run_dir;
   rcfg.command = setup_.command;
+  rcfg.conditions = setup_.conditions;
   rcfg.p = setup_.s.p;
   rcfg.expected_jobs = setup_.inputs_per_op.size();
   rcfg.previous = setup_.resumed.previous;

@@ -41,6 +41,9 @@ struct sweep_setup {
   std::string scratch;
   /// The sweep's own command line (a resumed sweep's: the one it was started with).
   std::string command;
+  /// What the sweep's figures depend on (sweep.json's conditions: the timer, its budgets and
+  /// rounds, the checks, the device, torch), stated once in the reports.
+  std::map<std::string, std::string> conditions;
   /// The run folder's lock, held as long as the sweep (results/run_lock.hpp).
   run_lock lock;
   cli::resumed_sweep resumed;

@@ -229,6 +229,13 @@ std::string overall_summary(const std::string& command, const std::map<std::stri
                             const report_status& status) {
   auto p = python_float(s.p);
   std::string out = "# BackendBench Run Summary\n\n## Command\n```bash\n" + command + "\n```\n\n";
+  if (!status.conditions.empty()) {
+    // Once per sweep: what every figure below was measured with, on every node alike.
+    out += "## Settings\n\nEvery operator, on every node, was evaluated with these.\n\n| Setting | Value |\n|---------|-------|\n";
+    for (auto& [key, value] : status.conditions)
+      out += "| " + key + " | " + value + " |\n";
+    out += "\n";
+  }
   if (status.partial) {
     out += status.running ? "## Running\n\n" : "## Partial\n\n";
     out += std::to_string(results.size()) + " of " + std::to_string(status.ops_total)

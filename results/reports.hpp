@@ -34,6 +34,9 @@ struct report_status {
   std::string resume_command;
   /// Selected operators the backend does not implement, with why (FlagGems lacks it).
   std::map<std::string, std::string> not_evaluated;
+  /// The settings the figures depend on (timer, budgets, rounds, checks, cache, device),
+  /// stated once in OVERALL_SUMMARY.md; empty: not stated.
+  std::map<std::string, std::string> conditions;
 };
 
 /// Writes the four report files into `dir` (created if missing), each with write_final_file,

@@ -127,6 +127,28 @@ TEST_CASE("operators the backend does not implement are named in the summary, no
   CHECK(test::read_file(plain / "OVERALL_SUMMARY.md").find("Not Evaluated") == std::string::npos);
 }
 
+TEST_CASE("the summary states the sweep's settings once, after its command", "[core]") {
+  test::temp_dir dir;
+  auto results = sample_results();
+  auto s = score_results(results, 1.0);
+  report_status status;
+  status.conditions = {{"timing.timer", "adaptive"}, {"timing.rounds", "3"}, {"timing.reference_cache", "off"}};
+  REQUIRE(write_reports(dir.path, "bbcluster --timer adaptive", results, s, status) == "");
+  auto md = test::read_file(dir / "OVERALL_SUMMARY.md");
+  auto settings = md.find("## Settings");
+  REQUIRE(settings != std::string::npos);
+  CHECK(settings > md.find("## Command"));
+  CHECK(settings < md.find("## Results"));
+  CHECK(md.find("| timing.timer | adaptive |") != std::string::npos);
+  CHECK(md.find("| timing.rounds | 3 |") != std::string::npos);
+  CHECK(md.find("| timing.reference_cache | off |") != std::string::npos);
+  CHECK(md.find("## Settings", settings + 1) == std::string::npos);
+  // Without them (a report written outside a sweep), no section.
+  test::temp_dir plain;
+  REQUIRE(write_reports(plain.path, "bbcluster", results, s) == "");
+  CHECK(test::read_file(plain / "OVERALL_SUMMARY.md").find("## Settings") == std::string::npos);
+}
+
 TEST_CASE("the summary lists every flag per operator and each speedup measured again", "[core]") {
   test::temp_dir dir;
   auto results = sample_results();
