@@ -212,6 +212,14 @@ std::map<std::string, key_info> setting_keys(settings& s) {
 
 } // namespace
 
+std::vector<std::string> setting_names() {
+  settings s;
+  std::vector<std::string> out;
+  for (auto& [name, key] : setting_keys(s))
+    out.push_back(name);
+  return out;
+}
+
 caf::error load_settings(const std::string& path, settings& out) {
   settings s = out;
   auto keys = setting_keys(s);

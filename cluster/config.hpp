@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/error.hpp>
 
@@ -94,6 +95,9 @@ std::string build_python();
 /// TOML is an error naming the file, line, column and key ("a.toml:3:1: ..."); `out` keeps its
 /// values for keys the file does not set, and all of them when the file is refused.
 caf::error load_settings(const std::string& path, settings& out);
+
+/// Every key a settings file may set ("timing.rounds"), as load_settings knows them.
+std::vector<std::string> setting_names();
 
 /// The file `name` beside the running program (/proc/self/exe); `name` itself when that
 /// cannot be read.

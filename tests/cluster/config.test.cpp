@@ -2,6 +2,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <toml++/toml.h>
 
 #include "cluster/config.hpp"
 #include "messages/errors.hpp"
@@ -63,6 +64,23 @@ TEST_CASE("the shipped default.toml sets every key and loads cleanly", "[core]")
   CHECK(s.timing.exploit_checks == defaults.timing.exploit_checks);
   CHECK(s.timing.suspicious_speedup == defaults.timing.suspicious_speedup);
   CHECK(s.extra_inputs == defaults.extra_inputs);
+  // Every key load_settings knows is in the file, with its documentation beside it.
+  auto file = toml::parse_file(BB_SOURCE_DIR "/configs/default.toml");
+  std::vector<std::string> missing;
+  for (auto& name : setting_names()) {
+    auto dot = name.find('.');
+    auto* section = file[name.substr(0, dot)].as_table();
+    if (!section || !section->contains(name.substr(dot + 1)))
+      missing.push_back(name);
+  }
+  INFO("keys load_settings knows that configs/default.toml does not set: " << [&] {
+    std::string out;
+    for (auto& m : missing)
+      out += m + " ";
+    return out;
+  }());
+  CHECK(missing.empty());
+  CHECK(setting_names().size() > 60);
 }
 
 TEST_CASE("the checks section's keys are read into the runner's options", "[core]") {
