@@ -311,12 +311,17 @@ input_state& input(op_context& ctx, const std::string& text, const std::string& 
 // One call of `k` on a fresh clone of `call`, timed as `phase`: what it threw, if anything.
 // With `pending_ms`, the wait for the device is split: the call's stream first, then the
 // whole device, whose milliseconds are work the call left elsewhere (pending_device_work_ms).
+// With `poison_like`, the memory outputs like it would take is filled with the canary after
+// the input's copies are made and before the call (poison_memory_for), so that a kernel
+// reading an output it never wrote reads NaN.
 std::optional<call_error> run_one_call(op_context& ctx, const char* phase, const kernel& k,
                                        const built_call& call, prepared_input& in, c10::IValue& out,
-                                       double* pending_ms = nullptr) {
+                                       double* pending_ms = nullptr, const c10::IValue* poison_like = nullptr) {
   return ctx.phases.time(phase, [&] {
     return guarded([&] {
       in = prepare(call, ctx.op.schema(), &k);
+      if (poison_like)
+        own("poisoning the memory the outputs take", [&] { poison_memory_for(*poison_like, ctx.opts.device); });
       out = k.call(in);
       if (pending_ms)
         *pending_ms = pending_device_work_ms(ctx.opts.device);
@@ -394,9 +399,8 @@ std::string reference_disagrees(op_context& ctx, const built_call& call, const c
   for (int i = 0; i < 2; ++i) {
     prepared_input again_in;
     c10::IValue again;
-    if (i == 0)
-      own("poisoning the memory the reference's outputs take", [&] { poison_memory_for(ref, ctx.opts.device); });
-    if (auto e = run_one_call(ctx, "reference_calls", ctx.reference, call, again_in, again))
+    if (auto e = run_one_call(ctx, "reference_calls", ctx.reference, call, again_in, again, nullptr,
+                              i == 0 ? &ref : nullptr))
       return "it failed when run again: " + e->message;
     auto self_check = ctx.phases.time("compare", [&] {
       return own("comparing the reference with itself", [&] { return compare(ref, again, ctx.opts.atol, ctx.opts.rtol); });
