@@ -33,23 +33,12 @@ bool same_tensor_values(const at::Tensor& a, const at::Tensor& b) {
 bool same_value(const c10::IValue& a, const c10::IValue& b) {
   if (a.isTensor() && b.isTensor())
     return same_tensor_values(a.toTensor(), b.toTensor());
-  if (a.isList() && b.isList()) {
-    auto x = a.toListRef();
-    auto y = b.toListRef();
-    if (x.size() != y.size())
+  auto x = elements_of(a), y = elements_of(b);
+  if (x && y) {
+    if (x->size() != y->size())
       return false;
-    for (size_t i = 0; i < x.size(); ++i)
-      if (!same_value(x[i], y[i]))
-        return false;
-    return true;
-  }
-  if (a.isTuple() && b.isTuple()) {
-    const auto& x = a.toTupleRef().elements();
-    const auto& y = b.toTupleRef().elements();
-    if (x.size() != y.size())
-      return false;
-    for (size_t i = 0; i < x.size(); ++i)
-      if (!same_value(x[i], y[i]))
+    for (size_t i = 0; i < x->size(); ++i)
+      if (!same_value((*x)[i], (*y)[i]))
         return false;
     return true;
   }

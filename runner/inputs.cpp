@@ -358,41 +358,16 @@ bool copy_tensors(const c10::IValue& dst, const c10::IValue& src) {
     d.copy_(s);
     return true;
   }
-  if (dst.isTensorList() && src.isTensorList()) {
-    auto d = dst.toTensorList();
-    auto s = src.toTensorList();
-    if (d.size() != s.size())
+  auto d = elements_of(dst), e = elements_of(src);
+  if (d && e) {
+    if (d->size() != e->size())
       return false;
-    for (size_t i = 0; i < d.size(); ++i)
-      if (!copy_tensors(c10::IValue(d.get(i)), c10::IValue(s.get(i))))
+    for (size_t i = 0; i < d->size(); ++i)
+      if (!copy_tensors((*d)[i], (*e)[i]))
         return false;
     return true;
   }
-  if (dst.isOptionalTensorList() && src.isOptionalTensorList()) {
-    auto d = dst.toOptionalTensorList();
-    auto s = src.toOptionalTensorList();
-    if (d.size() != s.size())
-      return false;
-    for (size_t i = 0; i < d.size(); ++i) {
-      std::optional<at::Tensor> a = d.get(i), b = s.get(i);
-      if (a.has_value() != b.has_value() || (a && !copy_tensors(c10::IValue(*a), c10::IValue(*b))))
-        return false;
-    }
-    return true;
-  }
-  if (dst.isTuple() && src.isTuple()) {
-    const auto& d = dst.toTupleRef().elements();
-    const auto& s = src.toTupleRef().elements();
-    if (d.size() != s.size())
-      return false;
-    for (size_t i = 0; i < d.size(); ++i)
-      if (!copy_tensors(d[i], s[i]))
-        return false;
-    return true;
-  }
-  if (dst.isTensor() || src.isTensor() || dst.isTensorList() || src.isTensorList() || dst.isTuple()
-      || src.isTuple() || dst.isOptionalTensorList() || src.isOptionalTensorList() || dst.isList()
-      || src.isList())
+  if (dst.isTensor() || src.isTensor() || d || e)
     return false;
   // Numbers, strings, None, devices: equal or not.
   return dst == src;
@@ -436,6 +411,14 @@ built_call empty_call_like(const built_call& call) {
   for (auto& [k, v] : call.kwargs)
     out.kwargs.emplace(k, empty_value_like(v));
   return out;
+}
+
+std::optional<c10::ArrayRef<c10::IValue>> elements_of(const c10::IValue& v) {
+  if (v.isList())
+    return v.toListRef();
+  if (v.isTuple())
+    return v.toTupleRef().elements();
+  return std::nullopt;
 }
 
 void copy_value_into(c10::IValue& dst, const c10::IValue& src) {

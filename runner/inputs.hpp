@@ -3,6 +3,7 @@
 // Turns parsed call strings into dispatcher stacks, building tensors as
 // torch.testing.make_tensor does (docs/architecture.md, "Inputs"), seeded from (op, input).
 
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -43,6 +44,10 @@ c10::IValue clone_value(const c10::IValue& v);
 
 /// A deep copy of a call: every tensor cloned.
 built_call clone_call(const built_call& call);
+
+/// The elements of a list (of tensors, optional tensors or anything) or a tuple; none for other
+/// values.
+std::optional<c10::ArrayRef<c10::IValue>> elements_of(const c10::IValue& v);
 
 /// A value of the same structure as `v` with every strided tensor replaced by an uninitialized
 /// one of its shape, dtype and device (a sparse tensor cloned): room for copy_value_into,
