@@ -335,21 +335,18 @@ std::optional<call_error> run_one_call(op_context& ctx, const char* phase, const
 // means work left elsewhere (an idle device answers in microseconds).
 constexpr double pending_work_threshold_ms = 0.03;
 
-// One checked call of the kernel with the exploit checks around it: the allocator's free memory
-// poisoned first, then after the call its threads, pending device work, output types and the
-// process state.
+// One checked call of the kernel with the exploit checks around it: the memory its outputs
+// take poisoned once its input's copies are made, then after the call its threads, pending
+// device work, output types and the process state.
 std::optional<call_error> run_checked_kernel_call(op_context& ctx, const built_call& call,
                                                   prepared_input& in, c10::IValue& res,
                                                   const c10::IValue& ref) {
   if (!checks_on(ctx))
     return run_one_call(ctx, "kernel_calls", ctx.impl, call, in, res);
-  ctx.phases.time("kernel_calls", [&] {
-    own("poisoning free device memory", [&] { poison_free_device_memory(ctx.opts.device); });
-  });
   if (python_kernel_of(ctx))
     python_mark_threads();
   double pending = 0.0;
-  auto e = run_one_call(ctx, "kernel_calls", ctx.impl, call, in, res, &pending);
+  auto e = run_one_call(ctx, "kernel_calls", ctx.impl, call, in, res, &pending, &ref);
   if (!e && pending > pending_work_threshold_ms && !ctx.synchronized_timer) {
     // Confirmed on two more calls, so that a hiccup of the host is not taken for hidden work.
     double least = pending;

@@ -551,7 +551,7 @@ void process_state::restore() const {
 #endif
 }
 
-void poison_free_device_memory(const std::string& device) {
+void poison_free_device_memory(const std::string& device, size_t prefix_bytes) {
 #ifdef BB_WITH_CUDA
   if (device != "cuda")
     return;
@@ -560,19 +560,31 @@ void poison_free_device_memory(const std::string& device) {
   for (const auto& seg : snap.segments) {
     size_t at = seg.address;
     for (const auto& block : seg.blocks) {
-      if (!block.allocated && !block.active && block.size > 0)
-        (void)cudaMemsetAsync(reinterpret_cast<void*>(at), 0xFF, block.size, stream.stream());
+      if (!block.allocated && !block.active && block.size > 0) {
+        size_t n = prefix_bytes == 0 ? block.size : std::min(block.size, prefix_bytes);
+        (void)cudaMemsetAsync(reinterpret_cast<void*>(at), 0xFF, n, stream.stream());
+      }
       at += block.size;
     }
   }
 #else
   (void)device;
+  (void)prefix_bytes;
 #endif
+}
+
+size_t poison_prefix_for(const c10::IValue& like) {
+  size_t bytes = 0;
+  each_tensor(like, [&](const at::Tensor& t) {
+    if (t.defined() && t.has_storage())
+      bytes += t.storage().nbytes();
+  });
+  return std::max<size_t>(4 * bytes, size_t(8) << 20);
 }
 
 void poison_memory_for(const c10::IValue& like, const std::string& device) {
   if (device == "cuda") {
-    poison_free_device_memory(device);
+    poison_free_device_memory(device, poison_prefix_for(like));
     return;
   }
   std::vector<at::Tensor> blocks;

@@ -123,14 +123,20 @@ private:
   std::string device_;
 };
 
-/// On CUDA: fills every free block of the caching allocator with the canary, so that memory a
-/// kernel allocates and returns without writing reads as NaN even on its first call. Nothing
-/// on a CPU.
-void poison_free_device_memory(const std::string& device);
+/// On CUDA: fills the free blocks of the caching allocator with the canary, so that memory a
+/// kernel allocates and returns without writing reads as NaN even on its first call. Of each
+/// free block the first `prefix_bytes` (all of it for 0): the allocator splits a block from its
+/// start, so what a call's allocations take of a block lies at its start. Nothing on a CPU.
+void poison_free_device_memory(const std::string& device, size_t prefix_bytes = 0);
+
+/// How much of each free block the outputs like `like`, and the temporaries made before them,
+/// can take: four times their bytes, at least 8 MiB.
+size_t poison_prefix_for(const c10::IValue& like);
 
 /// The memory the next outputs like `like` will likely take, filled with the canary: on CUDA
-/// every free block (poison_free_device_memory); on a CPU, blocks of each of `like`'s tensors'
-/// sizes, allocated, filled and freed (the heap hands a freed block of a size out again first).
+/// the free blocks' first poison_prefix_for(like) bytes; on a CPU, blocks of each of `like`'s
+/// tensors' sizes, allocated, filled and freed (the heap hands a freed block of a size out
+/// again first).
 void poison_memory_for(const c10::IValue& like, const std::string& device);
 
 } // namespace bb::runner

@@ -219,6 +219,14 @@ TEST_CASE("checked_slot keeps the first calls, then a reservoir sample the same 
   CHECK(placed.size() == slots + 1);
 }
 
+TEST_CASE("poison_prefix_for covers four times the outputs, at least 8 MiB", "[runner]") {
+  auto small = at::zeros({16});
+  CHECK(poison_prefix_for(small) == size_t(8) << 20);
+  auto big = at::zeros({4 << 20}); // 16 MiB
+  auto pair = c10::ivalue::Tuple::create({big, at::Tensor()});
+  CHECK(poison_prefix_for(pair) == size_t(64) << 20);
+}
+
 TEST_CASE("poison_outputs writes the canary into outputs but not into what it keeps", "[core]") {
   auto input = at::arange(8, at::kFloat);
   built_call keep;
@@ -604,6 +612,16 @@ TEST_CASE("poison_free_device_memory fills the CUDA allocator's free blocks with
   auto reused = at::empty({1 << 20}, cuda);
   CHECK(at::isnan(reused).all().item<bool>());
   poison_free_device_memory("cpu"); // nothing on a CPU
+  {
+    // A free block of 64 MiB poisoned in its first 8 MiB only: what an allocation of 8 MiB
+    // takes of it, split from its start.
+    auto zeros = at::zeros({16 << 20}, cuda);
+  }
+  synchronize("cuda");
+  poison_free_device_memory("cuda", size_t(8) << 20);
+  synchronize("cuda");
+  auto head = at::empty({2 << 20}, cuda);
+  CHECK(at::isnan(head).all().item<bool>());
 
   // do_bench with hooks: each call has its before and after, and each round one checked call.
   runner_options opts;
