@@ -936,6 +936,32 @@ bool any_cuda_error(const eval_result& r) {
   return false;
 }
 
+// The runner's own code failed: not the kernel's doing. The job goes back to the queue
+// (infra_error is retried) and, if it fails again, says so in its report.
+void infra_failure(eval_result& r, const eval_job& job, const std::string& why) {
+  r.correctness.clear();
+  r.performance.clear();
+  r.flags.clear();
+  fail_every_input(r, job, {"infra_error", why, ""});
+  r.outcome = outcome::infra_error;
+  r.detail = why;
+}
+
+// The CUDA context was lost during the job: every input not yet recorded fails with the
+// error, and the runner is replaced.
+void lost_context(eval_result& r, const eval_job& job, const std::string& why) {
+  eval_result rest = r;
+  rest.correctness.clear();
+  rest.performance.clear();
+  fail_every_input(rest, job, {"cuda_error", why, ""});
+  for (size_t i = r.correctness.size(); i < rest.correctness.size(); ++i)
+    r.correctness.push_back(rest.correctness[i]);
+  for (size_t i = r.performance.size(); i < rest.performance.size(); ++i)
+    r.performance.push_back(rest.performance[i]);
+  r.outcome = outcome::cuda_error;
+  r.detail = "the CUDA context was lost; the runner is replaced";
+}
+
 // The whole job, apart from the guard against the runner's own failures.
 void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
              const progress_fn& progress, phase_clock& phases) {
@@ -991,7 +1017,7 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
     r.detail = load_failure.type + ": " + load_failure.message;
     return;
   }
-  op_context ctx{job, opts, progress, op, at::Device(opts.device), *reference, *impl, r.flags, phases, {}};
+  op_context ctx{job, opts, progress, op, at::Device(opts.device), *reference, *impl, r.flags, phases, {}, nullptr, nullptr, std::nullopt, false};
   ctx.dispatcher = dispatcher ? &*dispatcher : nullptr;
   ctx.state = state ? &*state : nullptr;
   check_tampering(ctx, true); // what loading the kernel changed
@@ -1009,7 +1035,7 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
   };
   if (job.correctness_inputs == job.performance_inputs) {
     // BackendBench's torchbench suite: the same inputs for both. Each is checked, then timed.
-    for (size_t i = 0; i < n && !ctx.tampered; ++i) {
+    for (size_t i = 0; i < n && !ctx.tampered && !any_cuda_error(r); ++i) {
       r.correctness.push_back(check_input(ctx, job.correctness_inputs[i], i, n));
       used(job.correctness_inputs[i]);
       r.performance.push_back(time_input(ctx, job.performance_inputs[i], i, m));
@@ -1017,11 +1043,11 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
       used(job.performance_inputs[i]);
     }
   } else {
-    for (size_t i = 0; i < n && !ctx.tampered; ++i) {
+    for (size_t i = 0; i < n && !ctx.tampered && !any_cuda_error(r); ++i) {
       r.correctness.push_back(check_input(ctx, job.correctness_inputs[i], i, n));
       used(job.correctness_inputs[i]);
     }
-    for (size_t i = 0; i < m && !ctx.tampered; ++i) {
+    for (size_t i = 0; i < m && !ctx.tampered && !any_cuda_error(r); ++i) {
       r.performance.push_back(time_input(ctx, job.performance_inputs[i], i, m));
       mark_timed_failure(r, r.performance.back());
       used(job.performance_inputs[i]);
@@ -1029,13 +1055,14 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
   }
   // The timer and the comparison are C++ and out of reach, but a kernel that tampered with
   // what an evaluation relies on is not to be trusted on any input.
+  if (any_cuda_error(r)) {
+    // The device is gone for this process: nothing more to check on it.
+    lost_context(r, job, "not run: the CUDA context was lost on an earlier input");
+    return;
+  }
   check_tampering(ctx, true);
   if (ctx.tampered)
     fail_every_input(r, job, *ctx.tampered);
-  if (any_cuda_error(r)) {
-    r.outcome = outcome::cuda_error;
-    r.detail = "the CUDA context was lost; the runner is replaced";
-  }
 }
 
 } // namespace
@@ -1046,15 +1073,15 @@ eval_result evaluate_job(const eval_job& job, const runner_options& opts, const 
   phase_clock phases;
   try {
     run_job(r, job, opts, progress, phases);
+  } catch (const c10::Error& e) {
+    // A lost CUDA context that surfaced in the runner's own code, after the kernel's calls
+    // (a fault is sticky, reported by whatever touches the device next): the job's.
+    if (classify("", e.what_without_backtrace()) != "cuda_error")
+      infra_failure(r, job, e.what_without_backtrace());
+    else
+      lost_context(r, job, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    // The runner's own code failed: not the kernel's doing. The job goes back to the queue
-    // (infra_error is retried) and, if it fails again, says so in its report.
-    r.correctness.clear();
-    r.performance.clear();
-    r.flags.clear();
-    fail_every_input(r, job, {"infra_error", e.what(), ""});
-    r.outcome = outcome::infra_error;
-    r.detail = e.what();
+    infra_failure(r, job, e.what());
   }
   r.phases = std::move(phases.seconds);
   r.wall_seconds = std::chrono::duration<double>(clock::now() - start).count();
