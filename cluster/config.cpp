@@ -4,9 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
+#include <sstream>
 
 #include <toml++/toml.h>
 #include <unistd.h>
@@ -67,162 +70,350 @@ std::string number_text(double x) {
   return buf;
 }
 
-/// What a number setting may be: within [lo, hi], lo itself excluded where lo_open; a
-/// floating-point one also finite.
-struct bounds {
-  double lo;
-  bool lo_open;
-  double hi;
-  const char* unit; ///< "seconds", "GiB", ...; "" for a plain number
-  const char* note; ///< what a special value means ("0: never"); "" for none
-};
-
-struct key_info {
-  setter set;
-  const char* expected;
-  /// "" when the value set is in range, else what it must be ("must be ..., not 1e+308").
-  std::function<std::string()> check;
-};
-
 // Seconds a timeout or period may be at most: the evaluator passes milliseconds as an int.
 constexpr double week_s = 7 * 24 * 3600.0;
 
-template <class T>
-key_info number(T& target, bounds b) {
-  constexpr bool integer = std::is_same_v<T, int64_t>;
-  auto check = [&target, b]() -> std::string {
-    auto v = static_cast<double>(target);
-    if (std::isfinite(v) && (b.lo_open ? v > b.lo : v >= b.lo) && v <= b.hi)
-      return "";
-    std::string what = integer ? "an integer" : "a finite number";
-    if (*b.unit)
-      what += std::string(" of ") + b.unit;
-    what += std::string(" in ") + (b.lo_open ? "(" : "[") + number_text(b.lo) + ", "
-            + number_text(b.hi) + "]";
-    if (*b.note)
-      what += std::string(" (") + b.note + ")";
-    return "must be " + what + ", not "
-           + (integer ? std::to_string(static_cast<int64_t>(target)) : number_text(v));
-  };
-  return {bind(target), integer ? "an integer" : "a number", check};
-}
+/// What values a setting takes (messages/settings.def, RULE).
+struct rule {
+  enum kind_t { any, choices, bounded } kind = any;
+  std::vector<std::string> options; ///< choices
+  double lo = 0;
+  bool lo_open = false;
+  double hi = 0;
+  const char* unit = ""; ///< "seconds", "GiB", ...; "" for a plain number
+  const char* note = ""; ///< what a special value means ("0: never"); "" for none
+};
 
-key_info text(std::string& target) {
-  return {bind(target), "a string", {}};
+// The rules messages/settings.def names.
+rule any_text() {
+  return {};
 }
-
-key_info boolean(bool& target) {
-  return {bind(target), "a boolean", {}};
+rule any_boolean() {
+  return {};
 }
-
+rule choice(std::initializer_list<const char*> options) {
+  rule r;
+  r.kind = rule::choices;
+  for (auto o : options)
+    r.options.push_back(o);
+  return r;
+}
+rule range(double lo, double hi, const char* unit = "", const char* note = "") {
+  rule r;
+  r.kind = rule::bounded;
+  r.lo = lo;
+  r.hi = hi;
+  r.unit = unit;
+  r.note = note;
+  return r;
+}
+rule above(double lo, double hi, const char* unit = "", const char* note = "") {
+  auto r = range(lo, hi, unit, note);
+  r.lo_open = true;
+  return r;
+}
+rule count(double lo, double hi, const char* note = "") {
+  return range(lo, hi, "", note);
+}
 /// A timeout or period: (0, hi] seconds.
-key_info seconds(double& target, double hi = week_s) {
-  return number(target, {0, true, hi, "seconds", ""});
+rule seconds(double hi = week_s) {
+  return above(0, hi, "seconds");
 }
-
 /// A delay or budget that may be 0: [0, hi] seconds.
-key_info delay(double& target, double hi, const char* note = "") {
-  return number(target, {0, false, hi, "seconds", note});
+rule delay(double hi, const char* note = "") {
+  return range(0, hi, "seconds", note);
 }
 
-/// A count: [lo, hi].
-key_info count(int64_t& target, double lo, double hi, const char* note = "") {
-  return number(target, {lo, false, hi, "", note});
+std::string choice_text(const std::string& c) {
+  return c.empty() ? "\"\"" : c;
 }
 
-/// Every key of a settings file, bound to its member of `s`, with its range.
-std::map<std::string, key_info> setting_keys(settings& s) {
-  auto& t = s.timing;
-  return {
-    {"run.log_dir", text(s.log_dir)},
-    {"run.p", number(s.p, {0, false, 1000, "", ""})},
-    {"run.grace_s", delay(s.grace_s, week_s)},
-    {"evaluator.devices", count(s.devices, 0, 1024, "0: one per GPU, or one CPU slot")},
-    {"evaluator.device", text(s.device)},
-    {"evaluator.runner", text(s.runner)},
-    {"evaluator.job_timeout_s", seconds(s.job_timeout_s)},
-    {"evaluator.start_timeout_s", seconds(s.start_timeout_s)},
-    {"evaluator.call_timeout_s", seconds(s.call_timeout_s)},
-    {"evaluator.memory_limit_gb",
-     number(s.memory_limit_gb, {0, false, 65536, "GiB", "0: 75% of memory over the slots"})},
-    {"evaluator.cpu_threads", count(t.cpu_threads, 0, 4096, "0: torch's default")},
-    {"evaluator.max_attempts", count(s.max_attempts, 1, 100)},
-    {"evaluator.sandbox", text(s.sandbox)},
-    {"evaluator.sandbox_tmp_mb", number(s.sandbox_tmp_mb, {1, false, 1 << 20, "MiB", ""})},
-    {"evaluator.sandbox_max_processes", count(s.sandbox_max_processes, 1, 1 << 22)},
-    {"evaluator.sandbox_max_file_mb",
-     number(s.sandbox_max_file_mb, {1, false, 1 << 24, "MiB", ""})},
-    {"evaluator.sandbox_max_open_files", count(s.sandbox_max_open_files, 16, 1 << 20)},
-    {"timing.gpu_warmup_ms", number(t.gpu_warmup_ms, {0, true, 600000, "milliseconds", ""})},
-    {"timing.gpu_rep_ms", number(t.gpu_rep_ms, {0, true, 600000, "milliseconds", ""})},
-    {"timing.timer", text(t.timer)},
-    {"timing.rounds", count(t.rounds, 1, 1000)},
-    {"timing.systematic_rel_sd", number(t.systematic_rel_sd, {0, false, 1, "", ""})},
-    {"timing.adaptive_min_calls", count(t.adaptive_min_calls, 2, 1000000)},
-    {"timing.adaptive_rel_sem", number(t.adaptive_rel_sem, {0, true, 1, "", ""})},
-    {"timing.reference_cache", boolean(s.reference_cache)},
-    {"timing.reference_cache_dir", text(t.reference_cache_dir)},
-    {"timing.cpu_warmup", count(t.cpu_warmup, 0, 100000000)},
-    {"timing.cpu_runs", count(t.cpu_runs, 1, 100000000)},
-    {"timing.cpu_max_seconds", delay(t.cpu_max_seconds, week_s, "0: none")},
-    {"checks.exploits", boolean(t.exploit_checks)},
-    {"checks.suspicious_speedup",
-     number(t.suspicious_speedup, {0, false, 1000000, "", "0: never"})},
-    {"checks.extra_inputs", text(s.extra_inputs)},
-    {"compile.cache_dir", text(s.compile_cache_dir)},
-    {"compile.workers", count(s.compile_workers, 0, 4096, "0: the cores evaluators leave")},
-    {"compile.timeout_s", seconds(s.compile_timeout_s)},
-    {"compile.cuda_arch", text(s.cuda_arch)},
-    {"compile.precompiled_header", boolean(s.precompiled_header)},
-    {"compile.memory_limit_gb",
-     number(s.compile_memory_limit_gb, {0, false, 65536, "GiB", "0: none"})},
-    {"nodes.port", count(s.node_port, 1, 65535)},
-    {"nodes.heartbeat_s", seconds(s.heartbeat_s, 3600)},
-    {"nodes.silence_s", seconds(s.node_silence_s)},
-    {"nodes.keys", text(s.node_keys)},
-    {"nodes.ssh", text(s.ssh)},
-    {"log.level", text(s.log_level)},
-    {"generate.attempts", count(s.attempts, 1, 1000)},
-    {"generate.improve_when_slow", boolean(s.improve_when_slow)},
-    {"generate.authors", count(s.authors, 1, 1024)},
-    {"generate.run_folder_dir", text(s.run_folder_dir)},
-    {"llm.provider", text(s.llm_provider)},
-    {"llm.base_url", text(s.llm_base_url)},
-    {"llm.model", text(s.llm_model)},
-    {"llm.dsl", text(s.llm_dsl)},
-    {"llm.timeout_s", seconds(s.llm_timeout_s)},
-    {"llm.max_retries", count(s.llm_max_retries, 0, 100)},
-    {"llm.backoff_s", delay(s.llm_backoff_s, 86400)},
-    {"llm.max_backoff_s", delay(s.llm_max_backoff_s, week_s)},
-    {"llm.max_tokens", count(s.llm_max_tokens, 1, 10000000)},
-    {"llm.temperature", number(s.llm_temperature, {0, false, 2, "", ""})},
-    {"kernel_agent.python", text(s.ka_python)},
-    {"kernel_agent.workers", count(s.ka_workers, 1, 1024)},
-    {"kernel_agent.max_rounds", count(s.ka_max_rounds, 1, 1000)},
-    {"kernel_agent.timeout_s", seconds(s.ka_timeout_s)},
-    {"kernel_agent.max_retries", count(s.ka_max_retries, 0, 100)},
-    {"kernel_agent.backoff_s", delay(s.ka_backoff_s, 86400)},
-    {"kernel_agent.provider", text(s.ka_provider)},
-    {"kernel_agent.generate_default_test", boolean(s.ka_generate_default_test)},
-    {"scheduler.shards", text(s.shards)},
-    {"scheduler.shards_per_slot", number(s.shards_per_slot, {0, true, 1000, "", ""})},
-    {"progress.interval_s", seconds(s.progress_interval_s)},
+// "a, b or c"
+std::string options_text(const std::vector<std::string>& options) {
+  std::string out;
+  for (size_t i = 0; i < options.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == options.size() ? " or " : ", ") + choice_text(options[i]);
+  return out;
+}
+
+// What a bounded setting must be: "an integer in [1, 1000]", "a finite number of seconds in (0, 604800] (0: never)".
+std::string bounds_text(const rule& r, bool integer) {
+  std::string what = integer ? "an integer" : "a finite number";
+  if (*r.unit)
+    what += std::string(" of ") + r.unit;
+  what += std::string(" in ") + (r.lo_open ? "(" : "[") + number_text(r.lo) + ", " + number_text(r.hi) + "]";
+  if (*r.note)
+    what += std::string(" (") + r.note + ")";
+  return what;
+}
+
+// `text` as a TOML basic string: "a \"b\"".
+std::string toml_string(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+// `x` as a TOML float, in the fewest digits that read back as `x`: 0.005, 1.0, 1e+308.
+std::string toml_float(double x) {
+  if (std::isnan(x))
+    return "nan";
+  if (std::isinf(x))
+    return x > 0 ? "inf" : "-inf";
+  char buf[40];
+  if (x == std::floor(x) && std::fabs(x) < 1e15) {
+    std::snprintf(buf, sizeof(buf), "%.1f", x);
+    return buf;
+  }
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof(buf), "%.*g", digits, x);
+    if (std::strtod(buf, nullptr) == x)
+      break;
+  }
+  std::string out = buf;
+  if (out.find_first_of(".en") == std::string::npos)
+    out += ".0";
+  return out;
+}
+
+struct key_info {
+  const char* key;
+  setting_scope scope;
+  const char* flag;
+  const char* doc;
+  const char* type;     ///< "string", "boolean", "integer" or "number"
+  const char* expected; ///< "a string", "an integer", ...
+  rule values;
+  setter set;
+  /// The value as TOML writes it.
+  std::function<std::string()> get;
+  /// "" when the value set is allowed, else what it must be ("must be ..., not 1e+308").
+  std::function<std::string()> check;
+};
+
+template <class T>
+key_info entry(const char* key, T& target, rule values, setting_scope scope, const char* flag,
+               const char* doc) {
+  key_info k{key, scope, flag, doc, "", "", values, bind(target), {}, {}};
+  k.get = [&target] {
+    if constexpr (std::is_same_v<T, std::string>) {
+      return toml_string(target);
+    } else if constexpr (std::is_same_v<T, double>) {
+      return toml_float(target);
+    } else {
+      std::ostringstream out;
+      out << toml::value<T>(target);
+      return out.str();
+    }
   };
+  if constexpr (std::is_same_v<T, std::string>) {
+    k.type = "string";
+    k.expected = "a string";
+    if (values.kind == rule::choices)
+      k.check = [&target, values]() -> std::string {
+        for (auto& o : values.options)
+          if (target == o)
+            return "";
+        return "must be " + options_text(values.options) + ", not '" + target + "'";
+      };
+  } else if constexpr (std::is_same_v<T, bool>) {
+    k.type = "boolean";
+    k.expected = "a boolean";
+  } else {
+    constexpr bool integer = std::is_same_v<T, int64_t>;
+    k.type = integer ? "integer" : "number";
+    k.expected = integer ? "an integer" : "a number";
+    k.check = [&target, values]() -> std::string {
+      auto v = static_cast<double>(target);
+      if (std::isfinite(v) && (values.lo_open ? v > values.lo : v >= values.lo) && v <= values.hi)
+        return "";
+      return "must be " + bounds_text(values, integer) + ", not "
+             + (integer ? std::to_string(static_cast<int64_t>(target)) : number_text(v));
+    };
+  }
+  return k;
+}
+
+/// messages/settings.def, each key bound to its member of `s`, in the list's order.
+std::vector<key_info> setting_list(settings& s) {
+  return {
+#define BB_SETTING(KEY, TYPE, MEMBER, DEFAULT, RULE, SCOPE, FLAG, DOC)                           \
+  entry(KEY, s.MEMBER, RULE, setting_scope::SCOPE, FLAG, DOC),
+#define BB_RUNNER_SETTING(KEY, TYPE, MEMBER, DEFAULT, RULE, SCOPE, FLAG, DOC)                    \
+  entry(KEY, s.timing.MEMBER, RULE, setting_scope::SCOPE, FLAG, DOC),
+#include "messages/settings.def"
+#undef BB_SETTING
+#undef BB_RUNNER_SETTING
+  };
+}
+
+key_info* find_key(std::vector<key_info>& list, const std::string& key) {
+  for (auto& k : list)
+    if (key == k.key)
+      return &k;
+  return nullptr;
+}
+
+// Sets `k` from a TOML value; "" or why not (without the key's name).
+std::string set_from(key_info& k, const toml::node& value) {
+  if (!k.set(value))
+    return std::string("must be ") + k.expected + ", not " + type_name_of(value);
+  if (k.check)
+    return k.check();
+  return "";
+}
+
+// `text` as a TOML value ("5", "\"x\"", "true"); nullopt when it is none.
+std::optional<toml::table> parse_value(const std::string& text) {
+  try {
+    return toml::parse("v = " + text);
+  } catch (const toml::parse_error&) {
+    return std::nullopt;
+  }
 }
 
 } // namespace
 
+std::string to_string(setting_scope s) {
+  switch (s) {
+    case setting_scope::coordinator: return "coordinator";
+    case setting_scope::node: return "node";
+    case setting_scope::sweep: return "sweep";
+  }
+  return "?";
+}
+
 std::vector<std::string> setting_names() {
   settings s;
   std::vector<std::string> out;
-  for (auto& [name, key] : setting_keys(s))
-    out.push_back(name);
+  for (auto& k : setting_list(s))
+    out.push_back(k.key);
+  return out;
+}
+
+std::vector<setting_doc> setting_docs() {
+  settings s;
+  std::vector<setting_doc> out;
+  for (auto& k : setting_list(s)) {
+    setting_doc d{k.key, k.type, k.get(), "", k.scope, k.flag, k.doc};
+    if (k.values.kind == rule::choices)
+      d.allowed = options_text(k.values.options);
+    else if (k.values.kind == rule::bounded)
+      d.allowed = bounds_text(k.values, d.type == "integer");
+    else if (d.type == "boolean")
+      d.allowed = "true or false";
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::string settings_toml() {
+  std::string out = "# bbcluster settings. Every key is shown with its default. Load a file with --config FILE;\n"
+                    "# --set KEY=VALUE and command-line flags override what it sets. An unknown key or a wrong\n"
+                    "# type is an error. Made from messages/settings.def by `bbcluster settings toml`.\n";
+  std::string section;
+  for (auto& d : setting_docs()) {
+    auto dot = d.key.find('.');
+    auto sec = d.key.substr(0, dot);
+    if (sec != section) {
+      section = sec;
+      out += "\n[" + section + "]\n";
+    }
+    std::istringstream lines(d.doc);
+    for (std::string line; std::getline(lines, line);)
+      out += line.empty() ? "#\n" : "# " + line + "\n";
+    out += d.key.substr(dot + 1) + " = " + d.default_text + "\n";
+  }
+  return out;
+}
+
+std::string settings_markdown() {
+  std::string out = "| key | default | values | scope | flag |\n|---|---|---|---|---|\n";
+  for (auto& d : setting_docs()) {
+    auto allowed = d.allowed.empty() ? "any " + d.type : d.allowed;
+    out += "| `" + d.key + "` | `" + d.default_text + "` | " + allowed + " | " + to_string(d.scope)
+           + " | " + (d.flag.empty() ? std::string() : "`" + std::string(d.flag) + "`") + " |\n";
+  }
+  return out;
+}
+
+caf::error set_setting(settings& s, const std::string& key, const std::string& value,
+                       const std::string& origin) {
+  settings copy = s;
+  auto list = setting_list(copy);
+  auto* k = find_key(list, key);
+  if (!k)
+    return make_error(errc::bad_config, origin + ": unknown key '" + key
+                                          + "' (`bbcluster settings toml` lists every key)");
+  auto parsed = parse_value(value);
+  // A string key takes its value unquoted too: --set timing.timer=adaptive.
+  if (std::string(k->type) == "string" && (!parsed || !(*parsed)["v"].is_string()))
+    parsed = toml::table{{"v", value}};
+  if (!parsed)
+    return make_error(errc::bad_config, origin + ": key '" + key + "' must be " + k->expected
+                                          + ", not '" + value + "'");
+  if (auto why = set_from(*k, *(*parsed)["v"].node()); !why.empty())
+    return make_error(errc::bad_config, origin + ": " + key + " " + why);
+  s = copy;
+  return {};
+}
+
+std::map<std::string, std::string> sweep_settings_of(const settings& s) {
+  settings copy = s;
+  std::map<std::string, std::string> out;
+  for (auto& k : setting_list(copy))
+    if (k.scope == setting_scope::sweep)
+      out[k.key] = k.get();
+  return out;
+}
+
+caf::error apply_sweep_settings(settings& s, const std::map<std::string, std::string>& values) {
+  settings copy = s;
+  auto list = setting_list(copy);
+  for (auto& [key, text] : values) {
+    auto* k = find_key(list, key);
+    if (!k)
+      return make_error(errc::bad_config, "unknown setting '" + key + "' (another bbcluster version?)");
+    if (k->scope != setting_scope::sweep)
+      return make_error(errc::bad_config, key + " is a " + to_string(k->scope)
+                                            + " setting, which a coordinator does not send");
+    auto parsed = parse_value(text);
+    if (!parsed)
+      return make_error(errc::bad_config, key + ": '" + text + "' is not a TOML value");
+    if (auto why = set_from(*k, *(*parsed)["v"].node()); !why.empty())
+      return make_error(errc::bad_config, key + " " + why);
+  }
+  s = copy;
+  return {};
+}
+
+std::vector<std::string> settings_differences(const std::map<std::string, std::string>& sent,
+                                              const std::map<std::string, std::string>& applied) {
+  std::vector<std::string> out;
+  for (auto& [key, value] : sent) {
+    auto it = applied.find(key);
+    if (it == applied.end())
+      out.push_back(key + ": sent " + value + ", not applied");
+    else if (it->second != value)
+      out.push_back(key + ": sent " + value + ", applied " + it->second);
+  }
   return out;
 }
 
 caf::error load_settings(const std::string& path, settings& out) {
   settings s = out;
-  auto keys = setting_keys(s);
+  auto keys = setting_list(s);
   toml::table root;
   try {
     root = toml::parse_file(path);
@@ -242,15 +433,14 @@ caf::error load_settings(const std::string& path, settings& out) {
                                             + "' (settings live in sections such as [evaluator])");
     for (auto&& [key, value] : *table) {
       auto full = std::string(section.str()) + "." + std::string(key.str());
-      auto it = keys.find(full);
-      if (it == keys.end())
+      auto* k = find_key(keys, full);
+      if (!k)
         return make_error(errc::bad_config, where(key.source()) + "unknown key '" + full + "'");
-      if (!it->second.set(value))
+      if (!k->set(value))
         return make_error(errc::bad_config, where(key.source()) + "key '" + full + "' must be "
-                                              + it->second.expected + ", not "
-                                              + type_name_of(value));
-      if (it->second.check)
-        if (auto why = it->second.check(); !why.empty())
+                                              + k->expected + ", not " + type_name_of(value));
+      if (k->check)
+        if (auto why = k->check(); !why.empty())
           return make_error(errc::bad_config, where(key.source()) + full + " " + why);
     }
   }
@@ -308,8 +498,7 @@ size_t count_gpus() {
 
 runner_options runner_options_of(const settings& s) {
   auto opts = s.timing;
-  opts.reference_cache = s.reference_cache;
-  if (!s.reference_cache)
+  if (!opts.reference_cache)
     opts.reference_cache_dir.clear();
   else if (opts.reference_cache_dir.empty())
     opts.reference_cache_dir = reference_cache::default_dir();
@@ -332,38 +521,15 @@ double evaluate_timeout_s(const settings& s) {
 
 caf::error validate(const settings& s) {
   auto bad = [](const std::string& what) { return make_error(errc::bad_config, what); };
-  // The ranges of a file's keys, for values that came from elsewhere (the command line).
+  // The ranges and choices of a file's keys, for values that came from elsewhere (flags).
   settings copy = s;
-  for (auto& [name, key] : setting_keys(copy))
-    if (key.check)
-      if (auto why = key.check(); !why.empty())
-        return bad(name + " " + why);
-  if (s.device != "auto" && s.device != "cpu" && s.device != "cuda")
-    return bad("evaluator.device must be auto, cpu or cuda, not '" + s.device + "'");
+  for (auto& k : setting_list(copy))
+    if (k.check)
+      if (auto why = k.check(); !why.empty())
+        return bad(std::string(k.key) + " " + why);
   if (s.node_silence_s <= s.heartbeat_s)
     return bad("nodes.silence_s must be above nodes.heartbeat_s");
-  if (s.timing.timer != "do_bench" && s.timing.timer != "adaptive")
-    return bad("timing.timer must be do_bench or adaptive, not '" + s.timing.timer + "'");
-  if (s.extra_inputs != "auto" && s.extra_inputs != "on" && s.extra_inputs != "off")
-    return bad("checks.extra_inputs must be auto, on or off, not '" + s.extra_inputs + "'");
-  if (s.llm_provider != "openai" && s.llm_provider != "anthropic")
-    return bad("llm.provider must be openai or anthropic, not '" + s.llm_provider + "'");
-  if (s.llm_dsl != "triton" && s.llm_dsl != "pytorch" && s.llm_dsl != "cuda"
-      && s.llm_dsl != "cutedsl" && s.llm_dsl != "helion")
-    return bad("llm.dsl must be triton, pytorch, cuda, cutedsl or helion, not '" + s.llm_dsl + "'");
-  if (!s.ka_provider.empty() && s.ka_provider != "relay" && s.ka_provider != "openai"
-      && s.ka_provider != "anthropic")
-    return bad("kernel_agent.provider must be relay, openai, anthropic or \"\", not '"
-               + s.ka_provider + "'");
-  if (s.sandbox != "auto" && s.sandbox != "required" && s.sandbox != "off")
-    return bad("evaluator.sandbox must be auto, required or off, not '" + s.sandbox + "'");
-  if (s.shards != "auto" && s.shards != "off")
-    return bad("scheduler.shards must be auto or off, not '" + s.shards + "'");
-  static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
-  for (auto l : levels)
-    if (s.log_level == l)
-      return {};
-  return bad("log.level must be one of trace, debug, info, warn, error, critical, off");
+  return {};
 }
 
 } // namespace bb

@@ -1,92 +1,77 @@
 #pragma once
 
-// Settings that are not flags (timeouts, slots, paths), loaded from TOML. configs/default.toml
-// documents every key; --config FILE loads one; command-line flags override it.
+// Settings (timeouts, slots, paths, the timer, the checks), declared once in
+// messages/settings.def, loaded from TOML. configs/default.toml documents every key (made from
+// that list); --config FILE loads one; --set KEY=VALUE and command-line flags override it.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <caf/error.hpp>
 
 #include "messages/runner_protocol.hpp"
+#include "messages/settings.hpp"
 
 namespace bb {
 
 struct settings {
-  // [run]
-  std::string log_dir;      ///< empty: backendbench_output_<timestamp>
-  double p = 1.0;           ///< perf@p threshold
-  // [evaluator]
-  int64_t devices = 0;      ///< evaluator slots; 0: one per GPU, or one CPU slot without GPUs
-  std::string device = "auto"; ///< "auto" (cuda when the node has GPUs), "cpu" or "cuda"
-  std::string runner;       ///< bbrunner to start; empty: the one beside the program
-  double job_timeout_s = 600.0;
-  double call_timeout_s = 120.0;  ///< one call of kernel or reference code
-  double start_timeout_s = 60.0;
-  double memory_limit_gb = 0.0;   ///< per CPU runner; 0: 75% of the machine's memory / slots
-  int64_t max_attempts = 2; ///< attempts per job whose runner died, before the failure is final
-  // [timing]: the runner's options, defaults in messages/runner_protocol.hpp
+  // Every key of messages/settings.def, with its default; [timing], [checks] and
+  // evaluator.cpu_threads are in `timing`. checks.extra_inputs here is "auto", "on" or
+  // "off"; merge_settings resolves it for the backend into timing.extra_inputs.
+#define BB_SETTING BB_SETTING_MEMBER
+#define BB_RUNNER_SETTING BB_SETTING_ELSEWHERE
+#include "messages/settings.def"
+#undef BB_SETTING
+#undef BB_RUNNER_SETTING
   runner_options timing;
-  bool reference_cache = true;  ///< timing.reference_cache (--no-reference-cache turns it off)
-  // [checks]: checks.exploits and checks.suspicious_speedup are timing.exploit_checks and
-  // timing.suspicious_speedup; checks.extra_inputs is resolved into timing.extra_inputs by
-  // extra_inputs_for once the backend is known.
-  std::string extra_inputs = "auto"; ///< "auto" (on for generative backends), "on" or "off"
-  // [compile]
-  std::string compile_cache_dir; ///< empty: ~/.cache/bbcluster/kernels (or $BBCLUSTER_CACHE)
-  int64_t compile_workers = 0;   ///< 0: the node's cores minus its evaluators, at least one
-  double compile_timeout_s = 600.0;
-  std::string cuda_arch = "native";
-  bool precompiled_header = true;
-  // [nodes]
-  int64_t node_port = 5555;       ///< port of a hostfile host without one
-  double heartbeat_s = 1.0;       ///< heartbeat period, both ways
-  double node_silence_s = 10.0;   ///< a node silent this long is lost; its jobs are requeued
-  std::string node_keys;          ///< folder of `bbcluster keygen`; empty: no CURVE (loopback only)
-  std::string ssh = "ssh -o BatchMode=yes"; ///< the ssh launcher's command and options
-  // [generate]: the llm and kernel_agent backends
-  int64_t attempts = 5;             ///< kernel versions per operator (--llm-attempts)
-  bool improve_when_slow = false;   ///< another version when the best correct one is not faster than p
-  int64_t authors = 4;              ///< requests or agents in flight at once
-  std::string run_folder_dir;       ///< where <backend>_run_<timestamp>/ goes; "": the run folder
-  // [llm]
-  std::string llm_provider = "openai"; ///< "openai" (chat completions) or "anthropic"
-  std::string llm_base_url;         ///< "": $OPENAI_BASE_URL, else the provider's API
-  std::string llm_model;            ///< --llm-model
-  std::string llm_dsl = "triton";   ///< triton, pytorch or cuda
-  double llm_timeout_s = 600.0;     ///< one request
-  int64_t llm_max_retries = 5;      ///< after 429, 5xx or a transport failure
-  double llm_backoff_s = 2.0;       ///< first retry delay, doubled each time (Retry-After wins)
-  double llm_max_backoff_s = 120.0;
-  int64_t llm_max_tokens = 8192;
-  double llm_temperature = 0.2;
-  // [kernel_agent]
-  std::string ka_python;            ///< Python with triton_kernel_agent; "": the build's Python
-  int64_t ka_workers = 4;           ///< --kernel-agent-workers
-  int64_t ka_max_rounds = 10;       ///< --kernel-agent-max-rounds
-  double ka_timeout_s = 3600.0;     ///< one agent run for one operator
-  int64_t ka_max_retries = 2;       ///< after a crashed or hung agent
-  double ka_backoff_s = 10.0;
-  std::string ka_provider;          ///< relay, openai, anthropic; "": the model's own (--llm-provider)
-  bool ka_generate_default_test = false; ///< KernelAgent also writes and requires its own test
-  // [log]
-  std::string log_level = "info";
-  // [evaluator] the sandbox of runners and compilers (process/sandbox.hpp)
-  std::string sandbox = "auto";         ///< "auto", "required" or "off"
-  int64_t sandbox_tmp_mb = 1024;        ///< size of a runner's private /tmp and of its scratch folder
-  int64_t sandbox_max_processes = 4096; ///< RLIMIT_NPROC of a sandboxed program's user
-  int64_t sandbox_max_file_mb = 1024;   ///< RLIMIT_FSIZE
-  int64_t sandbox_max_open_files = 4096; ///< RLIMIT_NOFILE
-  // [compile]
-  double compile_memory_limit_gb = 4.0; ///< RLIMIT_DATA of one compiler process; 0: none
-  // [scheduler]: how a sweep is split (docs/architecture.md, "Shards")
-  std::string shards = "auto";         ///< "auto": operators split into shards; "off": one job each
-  double shards_per_slot = 2.0;        ///< shards of (expected work per slot) / this
-  // [run] and [progress]: watching and stopping a long campaign
-  double grace_s = 60.0;               ///< after SIGINT/SIGTERM, running jobs may finish this long
-  double progress_interval_s = 30.0;   ///< a progress line this often when stderr is not a terminal
 };
+
+/// Who reads a setting (messages/settings.def, SCOPE).
+enum class setting_scope { coordinator, node, sweep };
+
+std::string to_string(setting_scope s);
+
+/// One entry of messages/settings.def as the documentation shows it.
+struct setting_doc {
+  std::string key;          ///< "timing.rounds"
+  std::string type;         ///< "string", "boolean", "integer" or "number"
+  std::string default_text; ///< as TOML writes it: 5, 1.0, "auto", true
+  std::string allowed;      ///< "1 to 1000", "auto, cpu or cuda", "" for any
+  setting_scope scope;
+  std::string flag;         ///< "--timer"; "" for none
+  std::string doc;          ///< lines joined by newlines
+};
+
+/// messages/settings.def in its order.
+std::vector<setting_doc> setting_docs();
+
+/// configs/default.toml as messages/settings.def makes it: every key with its default and
+/// documentation, in sections.
+std::string settings_toml();
+
+/// The README's table of settings: key, default, allowed values, scope, flag.
+std::string settings_markdown();
+
+/// Sets one key from text as `--set KEY=VALUE` gives it (TOML: 5, 0.5, true, "x"; a string
+/// key also takes its value unquoted); range and choices checked. The error names `origin`
+/// and the key.
+caf::error set_setting(settings& s, const std::string& key, const std::string& value,
+                       const std::string& origin);
+
+/// The settings of scope sweep as TOML values by key: what the coordinator sends to nodes.
+std::map<std::string, std::string> sweep_settings_of(const settings& s);
+
+/// Applies sweep settings a coordinator sent (sweep_settings_of's form) over `s`; a key of
+/// another scope, an unknown key or a bad value is an error naming it, and `s` is then left
+/// as it was.
+caf::error apply_sweep_settings(settings& s, const std::map<std::string, std::string>& values);
+
+/// The differences between what a coordinator sent and what a node applied, one line each
+/// ("timing.timer: sent \"adaptive\", applied \"do_bench\""); empty when they agree.
+std::vector<std::string> settings_differences(const std::map<std::string, std::string>& sent,
+                                              const std::map<std::string, std::string>& applied);
 
 /// The Python this build of bbcluster was made with (its torch provides libtorch).
 std::string build_python();

@@ -7,64 +7,35 @@
 #include <vector>
 
 #include "messages/records.hpp"
+#include "messages/settings.hpp"
 
 namespace bb {
 
 /// How a runner evaluates and times: one record from the settings file to the runner's timer,
-/// sent to each runner in its "configure" frame. The defaults here are the only defaults
-/// (configs/default.toml shows them).
+/// sent to each runner in its "configure" frame. Its settings and their defaults come from
+/// messages/settings.def (configs/default.toml shows them).
 struct runner_options {
   /// "cpu" or "cuda" ("cuda" means the one device this runner sees). Set by the evaluator.
   std::string device = "cpu";
   /// Node name, for provenance. Set by the evaluator.
   std::string node;
-  /// "do_bench" (triton.testing.do_bench's procedure; BackendBench's cpu_bench on a CPU) or
-  /// "adaptive" (stop once the standard error of the mean is under adaptive_rel_sem).
-  std::string timer = "do_bench";
-  /// cpu_bench: warm-up calls, timed calls, and a budget per measurement in seconds (past it
-  /// warm-up and timed calls stop early, at least one of each; 0: none, BackendBench's fixed
-  /// counts).
-  int64_t cpu_warmup = 10;
-  int64_t cpu_runs = 100;
-  double cpu_max_seconds = 5.0;
-  /// do_bench's warm-up and repetition budgets (ms of estimated time) and L2 flush buffer.
-  double gpu_warmup_ms = 25.0;
-  double gpu_rep_ms = 100.0;
+  /// do_bench's L2 flush buffer.
   int64_t flush_bytes = int64_t{256} << 20;
-  /// Reference and kernel are timed alternately in this many rounds, each with its share of
-  /// the repetition budget, so drift hits both alike; the rounds give each speedup its
-  /// confidence interval.
-  int64_t rounds = 5;
-  /// A systematic relative uncertainty of any timing (buffer placement, clocks) that rounds
-  /// cannot see, added to each speedup's interval: differences smaller than about twice this
-  /// are not claimed.
-  double systematic_rel_sd = 0.01;
-  /// The adaptive timer: at least this many timed calls, then stop once the standard error
-  /// of the mean is below this fraction of the mean (or the repetition budget is spent).
-  int64_t adaptive_min_calls = 10;
-  double adaptive_rel_sem = 0.005;
-  /// Intra-op threads of a CPU runner (0: torch's default, every core). A node's CPU slots
-  /// share its cores; some of aten's CPU kernels are not deterministic with several threads.
-  int64_t cpu_threads = 0;
   /// assert_close's tolerances.
   double atol = 1e-2;
   double rtol = 1e-2;
-  /// Folder of the reference-time cache shared by sweeps and campaigns; "": no cache.
-  std::string reference_cache_dir;
-  /// The checks against reward hacking (docs/architecture.md, "Checks against reward
-  /// hacking"): every timed call on inputs it has not seen, the outputs of timed calls
-  /// checked, outputs poisoned once used, tamper checks after the kernel loads and runs, work
-  /// left off the timed stream. Off: BackendBench's procedure, for comparison.
-  bool exploit_checks = true;
-  /// A speedup above this is measured again, stricter (fresh inputs, a synchronized timer,
-  /// twice the rounds), and the stricter figure counts (flag suspicious_speedup); 0: never.
-  double suspicious_speedup = 10.0;
   /// Each correctness input is also checked on two variants of its floating-point tensors:
-  /// signed values, and signed values with zeros, infinities and NaN.
+  /// signed values, and signed values with zeros, infinities and NaN (checks.extra_inputs,
+  /// resolved for the backend).
   bool extra_inputs = false;
-  /// Whether the sweep uses the reference-time cache at all (--no-reference-cache: false);
-  /// reference_cache_dir says where a node keeps it.
-  bool reference_cache = true;
+  // The settings of messages/settings.def that the runner reads: [timing], [checks] and
+  // evaluator.cpu_threads (timer, rounds and budgets, the reference-time cache, the checks
+  // against reward hacking).
+#define BB_SETTING BB_SETTING_ELSEWHERE
+#define BB_RUNNER_SETTING BB_SETTING_MEMBER
+#include "messages/settings.def"
+#undef BB_SETTING
+#undef BB_RUNNER_SETTING
   MSGPACK_DEFINE_MAP(device, node, timer, cpu_warmup, cpu_runs, cpu_max_seconds, gpu_warmup_ms,
                      gpu_rep_ms, flush_bytes, rounds, systematic_rel_sd, adaptive_min_calls,
                      adaptive_rel_sem,

@@ -1,7 +1,8 @@
 // bbcluster: the coordinator process of a sweep. Parses the command line (BackendBench's
 // flags plus ours) and hands the sweep to nodes/sweep.hpp, which starts its parts, runs it
 // and prints BackendBench's three scores. `bbcluster keygen DIR [--force]` makes a cluster's
-// CURVE keys (replacing keys already in DIR only with --force).
+// CURVE keys (replacing keys already in DIR only with --force); `bbcluster settings
+// toml|markdown` prints every setting with its default (configs/default.toml) or as a table.
 
 #include <algorithm>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "cluster/config.hpp"
 #include "cluster/curve_keys.hpp"
 #include "nodes/cli.hpp"
 #include "nodes/sweep.hpp"
@@ -42,11 +44,28 @@ int keygen(int argc, char** argv) {
   return 0;
 }
 
+// `bbcluster settings toml|markdown`: configs/default.toml, or the README's table of
+// settings, as messages/settings.def makes them.
+int print_settings(int argc, char** argv) {
+  std::string what = argc == 3 ? argv[2] : "";
+  if (what == "toml")
+    std::cout << bb::settings_toml();
+  else if (what == "markdown")
+    std::cout << bb::settings_markdown();
+  else {
+    std::cerr << "bbcluster: usage: bbcluster settings toml|markdown\n";
+    return 2;
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "keygen")
     return keygen(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "settings")
+    return print_settings(argc, argv);
   CLI::App app{"bbcluster: evaluates generated PyTorch operator kernels, BackendBench-compatible"};
   bb::cli::flags f;
   bb::cli::add_flags(app, f);

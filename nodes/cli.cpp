@@ -86,6 +86,9 @@ void add_flags(CLI::App& app, flags& f) {
                  "also check each correctness input on signed values and on zeros, infinities "
                  "and NaN: auto (for the generative backends), on or off (checks.extra_inputs)")
     ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--set", f.set,
+                 "KEY=VALUE: any setting of configs/default.toml (e.g. --set timing.rounds=3 "
+                 "--set evaluator.sandbox=off), after --config and the other flags; repeatable");
   app.add_flag("--quiet", f.quiet, "no progress block or progress lines (log lines stay)");
   app.add_flag("--resume-anyway", f.resume_anyway,
                "with --resume: go on although the torch version, device, timer settings, checks "
@@ -235,11 +238,18 @@ std::string merge_settings(const CLI::App& app, flags& f, settings& s) {
   if (!f.timer.empty())
     s.timing.timer = f.timer;
   if (f.no_reference_cache)
-    s.reference_cache = false;
+    s.timing.reference_cache = false;
   if (f.no_exploit_checks)
     s.timing.exploit_checks = false;
   if (!f.extra_inputs.empty())
     s.extra_inputs = f.extra_inputs;
+  for (auto& kv : f.set) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return "--set " + kv + ": give KEY=VALUE, e.g. --set timing.rounds=3";
+    if (auto err = set_setting(s, kv.substr(0, eq), kv.substr(eq + 1), "--set " + kv))
+      return describe(err);
+  }
   if (f.backend == "directory" && f.ops_directory.empty())
     return "--backend directory needs --ops-directory DIR";
   if (auto err = validate(s))

@@ -42,6 +42,8 @@ struct flags {
   // The checks against reward hacking.
   bool no_exploit_checks = false;
   std::string extra_inputs;
+  // Any setting of messages/settings.def: KEY=VALUE, applied after --config and the flags.
+  std::vector<std::string> set;
   // Watching and stopping a long campaign.
   bool quiet = false;
   bool resume_anyway = false;

@@ -122,7 +122,7 @@ int prepare_sweep(const CLI::App& app, const cli::flags& given, const std::vecto
   // The reports state these and whether reference times came from the cache (not a condition
   // a resume must match: the cache holds what the same conditions measured).
   out.conditions = conditions;
-  out.conditions["timing.reference_cache"] = out.s.reference_cache ? "on" : "off";
+  out.conditions["timing.reference_cache"] = out.s.timing.reference_cache ? "on" : "off";
   if (!f.resume.empty()) {
     if (auto err = cli::check_resumed_conditions(out.run_dir, conditions, f.resume_anyway); !err.empty())
       return fail(err);

@@ -1,4 +1,6 @@
 #include <limits>
+#include <map>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -6,9 +8,28 @@
 
 #include "cluster/config.hpp"
 #include "messages/errors.hpp"
+#include "messages/runner_protocol.hpp"
 #include "support.hpp"
 
 using namespace bb;
+
+namespace {
+
+// A value other than `x`, of its type.
+bool other_than(bool x) {
+  return !x;
+}
+int64_t other_than(int64_t x) {
+  return x + 1;
+}
+double other_than(double x) {
+  return x + 0.5;
+}
+std::string other_than(const std::string& x) {
+  return x + "-other";
+}
+
+} // namespace
 
 TEST_CASE("settings load over defaults", "[core]") {
   test::temp_dir dir;
@@ -51,20 +72,21 @@ TEST_CASE("bad TOML names the line", "[core]") {
   CHECK(describe(err).rfind(dir / "d.toml:2:", 0) == 0);
 }
 
-TEST_CASE("the shipped default.toml sets every key and loads cleanly", "[core]") {
+TEST_CASE("the shipped default.toml is the one messages/settings.def makes, and loads", "[core]") {
+  auto text = test::read_file(BB_SOURCE_DIR "/configs/default.toml");
+  // Regenerate with: build/bin/bbcluster settings toml > configs/default.toml
+  CHECK(text == settings_toml());
   settings s;
+  s.job_timeout_s = 1;
+  s.timing.rounds = 9;
   auto err = load_settings(BB_SOURCE_DIR "/configs/default.toml", s);
   INFO(describe(err));
   REQUIRE_FALSE(err);
   CHECK_FALSE(validate(s));
-  settings defaults;
-  CHECK(s.job_timeout_s == defaults.job_timeout_s);
-  CHECK(s.max_attempts == defaults.max_attempts);
-  CHECK(s.timing.cpu_runs == defaults.timing.cpu_runs);
-  CHECK(s.timing.exploit_checks == defaults.timing.exploit_checks);
-  CHECK(s.timing.suspicious_speedup == defaults.timing.suspicious_speedup);
-  CHECK(s.extra_inputs == defaults.extra_inputs);
-  // Every key load_settings knows is in the file, with its documentation beside it.
+  // Every key is set back to its default.
+  CHECK(sweep_settings_of(s) == sweep_settings_of(settings{}));
+  CHECK(s.job_timeout_s == settings{}.job_timeout_s);
+  // Every key load_settings knows is in the file.
   auto file = toml::parse_file(BB_SOURCE_DIR "/configs/default.toml");
   std::vector<std::string> missing;
   for (auto& name : setting_names()) {
@@ -73,14 +95,131 @@ TEST_CASE("the shipped default.toml sets every key and loads cleanly", "[core]")
     if (!section || !section->contains(name.substr(dot + 1)))
       missing.push_back(name);
   }
-  INFO("keys load_settings knows that configs/default.toml does not set: " << [&] {
-    std::string out;
-    for (auto& m : missing)
-      out += m + " ";
-    return out;
-  }());
   CHECK(missing.empty());
   CHECK(setting_names().size() > 60);
+}
+
+TEST_CASE("the README's table of settings is the one messages/settings.def makes", "[core]") {
+  auto readme = test::read_file(BB_SOURCE_DIR "/README.md");
+  auto begin = readme.find("<!-- settings table: bbcluster settings markdown -->\n");
+  auto end = readme.find("<!-- end of settings table -->");
+  REQUIRE(begin != std::string::npos);
+  REQUIRE(end != std::string::npos);
+  begin = readme.find('\n', begin) + 1;
+  CHECK(readme.substr(begin, end - begin) == settings_markdown());
+  auto table = settings_markdown();
+  for (auto& name : setting_names())
+    CHECK(table.find("| `" + name + "` |") != std::string::npos);
+}
+
+TEST_CASE("each setting's documentation, scope and allowed values come from the list", "[core]") {
+  std::map<std::string, setting_doc> docs;
+  for (auto& d : setting_docs())
+    docs[d.key] = d;
+  REQUIRE(docs.size() == setting_names().size());
+  CHECK(docs["timing.timer"].allowed == "do_bench or adaptive");
+  CHECK(docs["timing.timer"].scope == setting_scope::sweep);
+  CHECK(docs["timing.timer"].flag == "--timer");
+  CHECK(docs["timing.timer"].default_text == "\"do_bench\"");
+  CHECK(docs["timing.rounds"].allowed == "an integer in [1, 1000]");
+  CHECK(docs["evaluator.call_timeout_s"].allowed == "a finite number of seconds in (0, 604800]");
+  CHECK(docs["evaluator.call_timeout_s"].default_text == "120.0");
+  CHECK(docs["evaluator.devices"].scope == setting_scope::node);
+  CHECK(docs["scheduler.shards"].scope == setting_scope::coordinator);
+  for (auto& [key, d] : docs) {
+    INFO(key);
+    CHECK((d.type == "string" || d.type == "boolean" || d.type == "integer" || d.type == "number"));
+    // A number key always has a range: no NaN, infinity or 1e308 gets through.
+    if (d.type == "integer" || d.type == "number")
+      CHECK_FALSE(d.allowed.empty());
+  }
+}
+
+TEST_CASE("--set takes any key, a string unquoted too, and names a bad one", "[core]") {
+  settings s;
+  REQUIRE_FALSE(set_setting(s, "timing.timer", "adaptive", "--set"));
+  CHECK(s.timing.timer == "adaptive");
+  REQUIRE_FALSE(set_setting(s, "timing.rounds", "3", "--set"));
+  CHECK(s.timing.rounds == 3);
+  REQUIRE_FALSE(set_setting(s, "evaluator.sandbox", "\"off\"", "--set"));
+  CHECK(s.sandbox == "off");
+  REQUIRE_FALSE(set_setting(s, "checks.exploits", "false", "--set"));
+  CHECK_FALSE(s.timing.exploit_checks);
+  REQUIRE_FALSE(set_setting(s, "evaluator.call_timeout_s", "30", "--set"));
+  CHECK(s.call_timeout_s == 30.0);
+  CHECK(describe(set_setting(s, "timing.rounds", "three", "--set timing.rounds=three"))
+        == "--set timing.rounds=three: key 'timing.rounds' must be an integer, not 'three'");
+  CHECK(describe(set_setting(s, "evaluator.call_timeout_s", "nan", "--set"))
+        == "--set: evaluator.call_timeout_s must be a finite number of seconds in (0, 604800], not nan");
+  CHECK(describe(set_setting(s, "timing.timer", "fast", "--set"))
+        == "--set: timing.timer must be do_bench or adaptive, not 'fast'");
+  CHECK(describe(set_setting(s, "timing.nope", "1", "--set")).find("unknown key 'timing.nope'")
+        != std::string::npos);
+  // A refused value leaves the settings as they were.
+  CHECK(s.timing.rounds == 3);
+  CHECK(s.call_timeout_s == 30.0);
+}
+
+TEST_CASE("sweep settings travel as text and come back the same on a node", "[core]") {
+  settings coordinator;
+  coordinator.timing.timer = "adaptive";
+  coordinator.timing.rounds = 3;
+  coordinator.timing.reference_cache = false;
+  coordinator.timing.exploit_checks = false;
+  coordinator.call_timeout_s = 12.5;
+  coordinator.sandbox = "off";
+  coordinator.sandbox_tmp_mb = 64;
+  coordinator.devices = 7;          // a node's own: not sent
+  coordinator.compile_workers = 3;  // a node's own: not sent
+  auto sent = sweep_settings_of(coordinator);
+  CHECK(sent.count("timing.timer") == 1);
+  CHECK(sent.count("evaluator.devices") == 0);
+  CHECK(sent.count("compile.workers") == 0);
+  CHECK(sent.count("scheduler.shards") == 0);
+  settings node;
+  node.devices = 2;
+  REQUIRE_FALSE(apply_sweep_settings(node, sent));
+  CHECK(sweep_settings_of(node) == sent);
+  CHECK(settings_differences(sent, sweep_settings_of(node)).empty());
+  CHECK(node.timing.timer == "adaptive");
+  CHECK(node.call_timeout_s == 12.5);
+  CHECK(node.sandbox == "off");
+  CHECK(node.devices == 2);
+  CHECK(node.compile_workers == settings{}.compile_workers);
+  // What a node cannot take is refused whole, naming the key.
+  auto bad = sent;
+  bad["timing.timer"] = "\"cudagraph\"";
+  CHECK(describe(apply_sweep_settings(node, {{"evaluator.devices", "4"}}))
+        == "evaluator.devices is a node setting, which a coordinator does not send");
+  CHECK(describe(apply_sweep_settings(node, bad)) == "timing.timer must be do_bench or adaptive, not 'cudagraph'");
+  CHECK(node.timing.timer == "adaptive");
+  auto applied = sent;
+  applied["timing.rounds"] = "5";
+  applied.erase("timing.timer");
+  auto diff = settings_differences(sent, applied);
+  REQUIRE(diff.size() == 2);
+  CHECK(diff[0] == "timing.rounds: sent 3, applied 5");
+  CHECK(diff[1] == "timing.timer: sent \"adaptive\", not applied");
+}
+
+TEST_CASE("every runner setting of the list crosses the runner's wire", "[core]") {
+  // Each runner setting set away from its default, packed and unpacked: a member the msgpack
+  // map leaves out comes back as its default.
+  runner_options changed;
+#define BB_SETTING(...)
+#define BB_RUNNER_SETTING(KEY, TYPE, MEMBER, DEFAULT, RULE, SCOPE, FLAG, DOC)                    \
+  changed.MEMBER = other_than(changed.MEMBER);
+#include "messages/settings.def"
+#undef BB_SETTING
+#undef BB_RUNNER_SETTING
+  auto back = unpack<runner_options>(pack(changed));
+#define BB_SETTING(...)
+#define BB_RUNNER_SETTING(KEY, TYPE, MEMBER, DEFAULT, RULE, SCOPE, FLAG, DOC)                    \
+  CHECK(back.MEMBER == changed.MEMBER);                                                          \
+  CHECK(back.MEMBER != runner_options{}.MEMBER);
+#include "messages/settings.def"
+#undef BB_SETTING
+#undef BB_RUNNER_SETTING
 }
 
 TEST_CASE("the checks section's keys are read into the runner's options", "[core]") {
@@ -142,8 +281,9 @@ TEST_CASE("bad values in the checks section are refused, naming the key", "[core
         == dir / "bad.toml:2:1: key 'checks.exploits' must be a boolean, not a string");
   CHECK(loaded("extra_inputs = true")
         == dir / "bad.toml:2:1: key 'checks.extra_inputs' must be a string, not a boolean");
+  // A choice, too, is refused where the file sets it.
   CHECK(loaded("extra_inputs = \"sometimes\"")
-        == "checks.extra_inputs must be auto, on or off, not 'sometimes'");
+        == dir / "bad.toml:2:1: checks.extra_inputs must be auto, on or off, not 'sometimes'");
   CHECK(loaded("extra_input = \"on\"") == dir / "bad.toml:2:1: unknown key 'checks.extra_input'");
   CHECK(loaded("extra_inputs = \"off\"").empty());
 }
@@ -266,7 +406,7 @@ TEST_CASE("a job's settings are the sweep's, over the slot's device, node, threa
   s.timing.rounds = 3;
   s.timing.timer = "adaptive";
   s.timing.exploit_checks = false;
-  s.reference_cache = false;
+  s.timing.reference_cache = false;
   auto sweep = bb::runner_options_of(s);
   CHECK_FALSE(sweep.reference_cache);
   bb::runner_options own;

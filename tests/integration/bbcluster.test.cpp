@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -14,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cluster/config.hpp"
 #include "programs.hpp"
 #include "skip.hpp"
 
@@ -155,6 +157,25 @@ TEST_CASE("bad command lines exit 2 with a one-line reason", "[integration]") {
   CHECK(bad_config.status == 2);
   CHECK(bad_config.err.find("bad.toml:2:1: key 'evaluator.job_timeout_s' must be a number")
         != std::string::npos);
+  auto bad_set = run(dir, bbcluster + " --set evaluator.call_timeout_s=1e308 --list");
+  CHECK(bad_set.status == 2);
+  CHECK(bad_set.err.find("--set evaluator.call_timeout_s=1e308: evaluator.call_timeout_s must be "
+                         "a finite number of seconds in (0, 604800], not 1e+308")
+        != std::string::npos);
+  auto no_value = run(dir, bbcluster + " --set timing.rounds --list");
+  CHECK(no_value.status == 2);
+  CHECK(no_value.err.find("give KEY=VALUE") != std::string::npos);
+}
+
+TEST_CASE("bbcluster settings prints default.toml and the README's table", "[integration]") {
+  bb::test::temp_dir dir;
+  auto toml = run(dir, bbcluster + " settings toml");
+  CHECK(toml.status == 0);
+  CHECK(toml.out == bb::test::read_file(BB_SOURCE_DIR "/configs/default.toml"));
+  auto markdown = run(dir, bbcluster + " settings markdown");
+  CHECK(markdown.status == 0);
+  CHECK(markdown.out == bb::settings_markdown());
+  CHECK(run(dir, bbcluster + " settings yaml").status == 2);
 }
 
 TEST_CASE("the help lists BackendBench's flags and ours", "[integration]") {
@@ -166,8 +187,24 @@ TEST_CASE("the help lists BackendBench's flags and ours", "[integration]") {
                     "--log-dir", "--disable-output-logs", "--p", "--log-level", "--data",
                     "--nodes", "--config", "--resume", "--devices", "--llm-provider",
                     "--llm-base-url", "--llm-dsl", "--kernel-agent-python", "--no-exploit-checks",
-                    "--extra-inputs"})
+                    "--extra-inputs", "--set"})
     CHECK(help.out.find(flag) != std::string::npos);
+  // Each flag the list of settings names for a key is one the command line takes.
+  auto lists = [&](const std::string& flag) {
+    for (auto at = help.out.find(flag); at != std::string::npos; at = help.out.find(flag, at + 1)) {
+      char next = at + flag.size() < help.out.size() ? help.out[at + flag.size()] : ' ';
+      if (next != '-' && !std::isalnum(static_cast<unsigned char>(next)))
+        return true;
+    }
+    return false;
+  };
+  for (auto& d : bb::setting_docs()) {
+    if (d.flag.empty())
+      continue;
+    INFO(d.key << ": " << d.flag);
+    CHECK(lists(d.flag));
+  }
+  CHECK_FALSE(lists("--no-such"));
 }
 
 TEST_CASE("disabling output logs writes nothing and --devices runs several slots", "[integration]") {
