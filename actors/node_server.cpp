@@ -243,6 +243,20 @@ private:
                        "says bye or has been silent for " + std::to_string(static_cast<int>(cfg_.coordinator_silence_s)) + " s");
         return;
       }
+      // The session's settings, applied before it is served; a node that cannot refuses it.
+      std::map<std::string, std::string> applied;
+      if (cfg_.apply_settings) {
+        node_slots now{slots_, compiler_, std::chrono::duration<double>(evaluate_timeout_).count()};
+        if (auto why = cfg_.apply_settings(msg.settings, applied, now); !why.empty()) {
+          spdlog::error("node_server: refused a coordinator: cannot apply its settings: {}", why);
+          refuse(from, "this node cannot apply the coordinator's settings: " + why);
+          return;
+        }
+        slots_ = std::move(now.evaluators);
+        compiler_ = std::move(now.compiler);
+        evaluate_timeout_ = std::chrono::duration_cast<caf::timespan>(
+          std::chrono::duration<double>(now.evaluate_timeout_s));
+      }
       if (coordinator_.empty())
         spdlog::info("node_server: serving a coordinator's session");
       coordinator_ = from;
@@ -250,6 +264,7 @@ private:
       last_heard_ = clock::now();
       auto r = reply("welcome");
       r.node = cfg_.info;
+      r.settings = std::move(applied);
       send(router_, from, r);
     } else if (from != coordinator_) {
       refuse(from, "say hello first");
@@ -302,8 +317,8 @@ private:
 
   caf::actor_system& sys_;
   const node_server_config& cfg_;
-  const std::vector<evaluator_actor>& slots_;
-  const compile_pool_actor& compiler_;
+  std::vector<evaluator_actor> slots_;
+  compile_pool_actor compiler_;
   zmq::context_t ctx_;
   zmq::socket_t zap_;
   zmq::socket_t router_;

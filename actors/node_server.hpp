@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,13 @@
 #include "messages/wire.hpp"
 
 namespace bb {
+
+/// What a node evaluates on: its evaluators, its compile pool, and the bound on one job.
+struct node_slots {
+  std::vector<evaluator_actor> evaluators;
+  compile_pool_actor compiler;
+  double evaluate_timeout_s = 3600.0;
+};
 
 struct node_server_config {
   /// ZeroMQ endpoint to bind, e.g. tcp://127.0.0.1:5555 or tcp://*:5555.
@@ -34,6 +42,13 @@ struct node_server_config {
   std::string coordinator_key;
   /// Called with the endpoint actually bound (the port chosen for tcp://...:0), once.
   std::function<void(const std::string&)> on_bound;
+  /// Applies a coordinator's sweep settings at its hello (wire_message::settings): fills
+  /// `applied` with what the node evaluates with from now on, and may replace the slots (the
+  /// node's evaluators and compile pool rebuilt with them); "" or why the node cannot, which
+  /// refuses the coordinator. Null: the node answers with no settings.
+  std::function<std::string(const std::map<std::string, std::string>& sent,
+                            std::map<std::string, std::string>& applied, node_slots& slots)>
+    apply_settings;
 };
 
 class node_server {

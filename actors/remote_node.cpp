@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 
 #include "actors/zmq_wake.hpp"
+#include "cluster/config.hpp"
 #include "messages/errors.hpp"
 
 namespace bb {
@@ -135,7 +136,7 @@ public:
 
   void run() {
     open_sockets();
-    send(kind("hello"));
+    send(hello());
     while (!st_->stopping) {
       zmq::pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0},
                                  {wakeups_.handle(), 0, ZMQ_POLLIN, 0},
@@ -171,6 +172,13 @@ private:
   static wire_message kind(const char* k) {
     wire_message m;
     m.kind = k;
+    return m;
+  }
+
+  // A hello carries the sweep's settings, which the node applies before it welcomes us.
+  wire_message hello() const {
+    auto m = kind("hello");
+    m.settings = cfg_.settings;
     return m;
   }
 
@@ -291,7 +299,8 @@ private:
       }
       last_heard_ = clock::now();
       if (msg.kind == "welcome") {
-        welcome(msg.node);
+        if (!welcome(msg))
+          return false;
       } else if (msg.kind == "result") {
         route_result(msg);
       }
@@ -299,7 +308,25 @@ private:
   }
 
   // The node's welcome: the first one answers connect(); a later one is a lost node back.
-  void welcome(const node_info& node) {
+  // False when the node applied other settings than the sweep's: it is refused.
+  bool welcome(const wire_message& msg) {
+    if (!cfg_.settings.empty()) {
+      auto differences = settings_differences(cfg_.settings, msg.settings);
+      if (!differences.empty()) {
+        std::string list;
+        for (auto& d : differences)
+          list += (list.empty() ? "" : "; ") + d;
+        auto why = "node " + cfg_.name + " (" + cfg_.endpoint + ") applied other settings than "
+                   "this sweep's (" + list + "): is it another bbcluster version?";
+        spdlog::error("{}", why);
+        if (!answered_) {
+          answered_ = true;
+          welcomed_.set_value(why);
+        }
+        return false;
+      }
+    }
+    const auto& node = msg.node;
     info_ = node;
     make_slots();
     if (!answered_) {
@@ -310,6 +337,7 @@ private:
       connected_ = true;
       rejoin();
     }
+    return true;
   }
 
   // Fresh slot actors for the node's slots.
@@ -350,10 +378,7 @@ private:
     if (seconds_since(last_beat_) < cfg_.heartbeat_s)
       return;
     last_beat_ = clock::now();
-    if (answered_)
-      send(kind(connected_ ? "ping" : "hello"));
-    else
-      send(kind("hello"));
+    send(answered_ && connected_ ? kind("ping") : hello());
   }
 
   void watch_silence() {

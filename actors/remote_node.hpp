@@ -10,6 +10,7 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +37,9 @@ struct remote_node_config {
   std::string node_key;
   std::string public_key;
   std::string secret_key;
+  /// The sweep's settings (sweep_settings_of), sent with every hello; a node whose welcome
+  /// says it applied anything else is refused. Empty: none sent, none checked.
+  std::map<std::string, std::string> settings;
 };
 
 class remote_node {

@@ -5,6 +5,7 @@
 // carry argument strings and artefact sources, results carry records.
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "messages/records.hpp"
@@ -46,7 +47,10 @@ struct wire_message {
   /// The coordinator's session, on every message it sends: a node serves one session at a
   /// time and refuses other peers ("busy: ...") until that one says bye or falls silent.
   std::string session;
-  MSGPACK_DEFINE_MAP(protocol, kind, text, node, slot, job, result, session);
+  /// "hello": the coordinator's sweep settings (messages/settings.def, scope sweep: key ->
+  /// TOML value); "welcome": what the node applied, which must be the same.
+  std::map<std::string, std::string> settings;
+  MSGPACK_DEFINE_MAP(protocol, kind, text, node, slot, job, result, session, settings);
 };
 
 } // namespace bb

@@ -11,6 +11,8 @@
 
 #include <caf/scoped_actor.hpp>
 
+#include <spdlog/spdlog.h>
+
 #include "actors/node_server.hpp"
 #include "process/sandbox.hpp"
 #include "messages/errors.hpp"
@@ -123,7 +125,32 @@ int check_slots(caf::actor_system& sys, const local_node& node) {
   return failures == 0 ? 0 : 1;
 }
 
-int serve_coordinators(caf::actor_system& sys, const local_node& node, const node_options& o,
+std::string apply_session_settings(caf::actor_system& sys, const node_options& o,
+                                   const std::map<std::string, std::string>& sent,
+                                   settings& current, local_node& node,
+                                   std::map<std::string, std::string>& applied) {
+  settings next = current;
+  if (auto err = apply_sweep_settings(next, sent))
+    return describe(err);
+  if (auto err = validate(next))
+    return describe(err);
+  if (auto why = sandbox_refusal(next); !why.empty())
+    return "evaluator.sandbox = \"required\": " + why;
+  if (sweep_settings_of(next) != sweep_settings_of(current)) {
+    std::string changed;
+    for (auto& line : settings_differences(sweep_settings_of(next), sweep_settings_of(current)))
+      changed += (changed.empty() ? "" : "; ") + line.substr(0, line.find(':'));
+    spdlog::info("bbnode: the coordinator's settings differ from this node's ({}): its slots "
+                 "start again with them", changed);
+    stop_local_node(sys, node);
+    node = spawn_local_node(sys, next, o.name, o.log_dir);
+    current = next;
+  }
+  applied = sweep_settings_of(current);
+  return "";
+}
+
+int serve_coordinators(caf::actor_system& sys, local_node& node, const node_options& o,
                        const node_setup& setup) {
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGINT, on_stop_signal);
@@ -142,6 +169,15 @@ int serve_coordinators(caf::actor_system& sys, const local_node& node, const nod
       std::ofstream(o.endpoint_file + ".tmp") << endpoint << "\n";
       std::filesystem::rename(o.endpoint_file + ".tmp", o.endpoint_file);
     }
+  };
+  settings current = setup.s;
+  ncfg.apply_settings = [&](const std::map<std::string, std::string>& sent,
+                            std::map<std::string, std::string>& applied, node_slots& slots) {
+    auto why = apply_session_settings(sys, o, sent, current, node, applied);
+    slots.evaluators = node.evaluators;
+    slots.compiler = node.compiler;
+    slots.evaluate_timeout_s = evaluate_timeout_s(current);
+    return why;
   };
   node_server server(sys, ncfg, node.evaluators, node.compiler);
   std::thread watcher([&] {

@@ -5,6 +5,7 @@
 // SIGINT). Wiring only.
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include <caf/actor_system.hpp>
@@ -41,8 +42,19 @@ std::string prepare_node(node_options& o, node_setup& out);
 /// --check: every slot evaluates relu once; 0 when all passed.
 int check_slots(caf::actor_system& sys, const local_node& node);
 
-/// --listen: serves coordinators until SIGTERM or SIGINT; 0, or 1 when it cannot serve.
-int serve_coordinators(caf::actor_system& sys, const local_node& node, const node_options& o,
+/// --listen: serves coordinators until SIGTERM or SIGINT; 0, or 1 when it cannot serve. Each
+/// coordinator's sweep settings are applied at its hello (apply_session_settings); `node` is
+/// then the node rebuilt with them.
+int serve_coordinators(caf::actor_system& sys, local_node& node, const node_options& o,
                        const node_setup& setup);
+
+/// A coordinator's sweep settings (`sent`) over the node's own (`own`, the node's --config):
+/// `current` becomes them, and `node` is rebuilt when they change what it evaluates with.
+/// `applied` is what the node then evaluates with; "" or why it cannot (a bad value, or a
+/// sandbox "required" that this machine cannot make).
+std::string apply_session_settings(caf::actor_system& sys, const node_options& o,
+                                   const std::map<std::string, std::string>& sent,
+                                   settings& current, local_node& node,
+                                   std::map<std::string, std::string>& applied);
 
 } // namespace bb

@@ -509,7 +509,18 @@ TEST_CASE("a node started by hand times and checks as the coordinator's settings
     CHECK(j["outcome"] == "ok");
     CHECK(j["performance"][0]["timing_rounds"] == 3);
     CHECK(j["phases"].contains("check_timed"));
+    CHECK(j["provenance"]["sandbox"] != "off");
   }
+  // The sandbox and the timeouts travel too: the node's slots start again without a sandbox,
+  // and the next sweep's settings (its own defaults) bring it back.
+  for (auto& j : sweep("bare", "--set evaluator.sandbox=off --set evaluator.call_timeout_s=30")) {
+    INFO(j.dump().substr(0, 2000));
+    CHECK(j["outcome"] == "ok");
+    CHECK(j["provenance"]["sandbox"] == "off");
+  }
+  for (auto& j : sweep("again", ""))
+    CHECK(j["provenance"]["sandbox"] != "off");
+  CHECK(bb::test::read_file(dir / "node.log").find("its slots start again with them") != std::string::npos);
   ::kill(node, SIGTERM);
   CHECK(wait_exit(node, 20) == 0);
 }

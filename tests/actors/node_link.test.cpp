@@ -1,0 +1,86 @@
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <future>
+#include <map>
+#include <string>
+#include <thread>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include "actors/node_server.hpp"
+#include "actors/remote_node.hpp"
+#include "messages/errors.hpp"
+
+using namespace bb;
+
+namespace {
+
+using settings_map = std::map<std::string, std::string>;
+using apply_fn = std::function<std::string(const settings_map&, settings_map&, node_slots&)>;
+
+// A node with no slots on a loopback port, applying settings with `apply`, and a coordinator's
+// link to it sending `sent`: what connect() said ("" when welcomed).
+std::string connect_with(const settings_map& sent, apply_fn apply, settings_map* seen = nullptr) {
+  caf::actor_system_config cfg;
+  cfg.add_message_types<caf::id_block::bb>();
+  caf::actor_system sys{cfg};
+  std::promise<std::string> bound;
+  node_server_config ncfg;
+  ncfg.endpoint = "tcp://127.0.0.1:0";
+  ncfg.info.name = "n1";
+  ncfg.info.device = "cpu";
+  ncfg.on_bound = [&](const std::string& e) { bound.set_value(e); };
+  ncfg.apply_settings = [&](const settings_map& s, settings_map& applied, node_slots& slots) {
+    if (seen)
+      *seen = s;
+    return apply(s, applied, slots);
+  };
+  node_server server(sys, ncfg, {}, compile_pool_actor{});
+  std::thread serving([&] { (void)server.run(); });
+  auto endpoint = bound.get_future().get();
+  std::string out;
+  {
+    remote_node_config rcfg;
+    rcfg.endpoint = endpoint;
+    rcfg.name = "n1";
+    rcfg.connect_timeout_s = 10;
+    rcfg.settings = sent;
+    remote_node link(sys, rcfg);
+    auto slots = link.connect();
+    out = slots ? "" : describe(slots.error());
+    link.stop();
+  }
+  server.stop();
+  serving.join();
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("a node applies the sweep settings its coordinator sends, or is refused", "[actors]") {
+  const settings_map sent = {{"timing.rounds", "3"}, {"timing.timer", "\"adaptive\""}};
+  settings_map seen;
+  // Applied as sent: welcomed.
+  CHECK(connect_with(sent, [](const settings_map& s, settings_map& applied, node_slots&) {
+    applied = s;
+    return std::string();
+  }, &seen) == "");
+  CHECK(seen == sent);
+  // A node that applies something else (another version's defaults) is refused by name.
+  auto other = connect_with(sent, [](const settings_map& s, settings_map& applied, node_slots&) {
+    applied = s;
+    applied["timing.rounds"] = "5";
+    return std::string();
+  });
+  CHECK(other.find("node n1") != std::string::npos);
+  CHECK(other.find("applied other settings than this sweep's (timing.rounds: sent 3, applied 5)")
+        != std::string::npos);
+  // A node that cannot apply them refuses the coordinator, saying why.
+  auto cannot = connect_with(sent, [](const settings_map&, settings_map&, node_slots&) {
+    return std::string("evaluator.sandbox = \"required\": bwrap cannot make namespaces here");
+  });
+  CHECK(cannot.find("refused: this node cannot apply the coordinator's settings: "
+                    "evaluator.sandbox = \"required\"") != std::string::npos);
+}
