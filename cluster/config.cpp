@@ -207,6 +207,7 @@ std::map<std::string, key_info> setting_keys(settings& s) {
     {"scheduler.shards", text(s.shards)},
     {"scheduler.shards_per_slot", number(s.shards_per_slot, {0, true, 1000, "", ""})},
     {"progress.interval_s", seconds(s.progress_interval_s)},
+    {"progress.reports_interval_s", delay(s.reports_interval_s, 86400, "0: after every operator")},
   };
 }
 

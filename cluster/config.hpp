@@ -86,6 +86,7 @@ struct settings {
   // [run] and [progress]: watching and stopping a long campaign
   double grace_s = 60.0;               ///< after SIGINT/SIGTERM, running jobs may finish this long
   double progress_interval_s = 30.0;   ///< a progress line this often when stderr is not a terminal
+  double reports_interval_s = 2.0;     ///< the growing reports at most this often; 0: every operator
 };
 
 /// The Python this build of bbcluster was made with (its torch provides libtorch).
