@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -21,10 +22,37 @@ namespace bb {
 caf::error validate(const reporter_config& cfg) {
   if (cfg.p <= 0)
     return make_error(errc::bad_config, "reporter: p must be positive");
+  if (!(cfg.reports_interval_s >= 0 && cfg.reports_interval_s <= 86400))
+    return make_error(errc::bad_config, "reporter: reports_interval_s must be in [0, 86400]");
   return {};
 }
 
 namespace {
+
+// Adds the CPU time of the handler it lives in to the reporter's own: its thread's CPU clock
+// at the start and the end, right on any scheduler (detached, the thread is the reporter's).
+class cpu_meter {
+public:
+  explicit cpu_meter(reporter_pointer self)
+    : total_(self->state.profile.reporter.cpu_seconds), start_(thread_cpu_seconds()) {
+  }
+  cpu_meter(const cpu_meter&) = delete;
+  cpu_meter& operator=(const cpu_meter&) = delete;
+  ~cpu_meter() {
+    settle();
+  }
+
+  /// Adds the time so far, and goes on from now.
+  void settle() {
+    auto now = thread_cpu_seconds();
+    total_ += now - start_;
+    start_ = now;
+  }
+
+private:
+  double& total_;
+  double start_;
+};
 
 std::string summarize(const eval_result& r) {
   if (r.outcome != outcome::ok)
@@ -84,23 +112,47 @@ void write_html(reporter_pointer self, run_phase phase) {
     lost_writes(self, write_final_file(path, text));
 }
 
-// The reports that grow, after each finished operator.
-void write_growing(reporter_pointer self, const eval_result& r) {
+// One operator's record, as its result arrives: O(1), not paced.
+void write_record(reporter_pointer self, const eval_result& r) {
   auto& st = self->state;
   auto versions = st.versions.find(r.op_name);
   lost_writes(self, write_operator_record(st.cfg.log_dir, r, versions == st.versions.end()
                                                                 ? std::vector<eval_result>{}
                                                                 : versions->second));
+}
+
+// The reports that grow, with every operator in so far: O(N), so at the pace's times only.
+void rewrite_growing(reporter_pointer self) {
+  auto& st = self->state;
+  auto start = report_pace::clock::now();
   report_status status{true, true, st.cfg.expected_jobs, "", st.cfg.not_evaluated, st.cfg.conditions};
-  // Rewritten after each operator and at the end: a failure here is logged, not kept.
+  // Rewritten while running and at the end: a failure here is logged, not kept.
   log_failed_writes(write_growing_reports(st.cfg.log_dir, st.cfg.command, st.results,
                                           score_results(st.results, st.cfg.p), status));
   write_html(self, run_phase::running);
+  auto took = report_pace::clock::now() - start;
+  st.pace.rewritten(self->clock().now(), took);
+  ++st.profile.reporter.rewrites;
+  st.profile.reporter.rewrite_seconds += std::chrono::duration<double>(took).count();
+}
+
+// A change the growing reports must show: rewritten now when their time has come, else by
+// the tick armed for that time.
+void show_soon(reporter_pointer self) {
+  auto& st = self->state;
+  if (st.closed || st.cfg.log_dir.empty())
+    return;
+  auto now = self->clock().now();
+  if (st.pace.due(now))
+    rewrite_growing(self);
+  else if (auto wait = st.pace.arm_tick(now))
+    self->delayed_send(self, *wait, atom::tick_v);
 }
 
 // Every report: complete, or partial after a stop.
-sweep_report write_all(reporter_pointer self, bool stopped) {
+sweep_report write_all(reporter_pointer self, bool stopped, cpu_meter& meter) {
   auto& st = self->state;
+  st.closed = true;
   auto s = score_results(st.results, st.cfg.p);
   spdlog::info("reporter: {}", outcome_line(st.results));
   sweep_report report;
@@ -110,6 +162,9 @@ sweep_report write_all(reporter_pointer self, bool stopped) {
   report.partial = stopped;
   auto& profile = st.profile;
   std::string profile_file;
+  // profile.json comes before the final reports, as ever: the reporter's CPU in it, and in
+  // the profile's text, counts up to here, without their one pass.
+  meter.settle();
   if (!st.cfg.log_dir.empty()) {
     auto err = write_final_file(std::filesystem::path(st.cfg.log_dir) / "profile.json",
                                 profile_json(profile).dump(2));
@@ -145,6 +200,7 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
       return reporter_actor::behavior_type::make_empty_behavior();
     }
   }
+  cpu_meter meter{self};
   for (auto& r : cfg.previous) {
     self->state.failed_jobs += failed_as_a_whole(r) ? 1 : 0;
     add_to_profile(self->state.profile, r);
@@ -154,12 +210,16 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
   cfg.previous.clear();
   cfg.previous_versions.clear();
   self->state.cfg = std::move(cfg);
+  self->state.pace = report_pace(std::chrono::duration_cast<report_pace::clock::duration>(
+    std::chrono::duration<double>(self->state.cfg.reports_interval_s)));
   // A page to open from the first second on.
   if (!self->state.cfg.log_dir.empty())
     write_html(self, run_phase::running);
   return {
     [=](atom::result, eval_result& r) {
+      cpu_meter meter{self};
       auto& st = self->state;
+      ++st.profile.reporter.results;
       if (st.journal.is_open() && !st.journal.append(r))
         lost_writes(self, st.journal.error());
       st.failed_jobs += failed_as_a_whole(r) ? 1 : 0;
@@ -176,9 +236,12 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
       if (st.cfg.board)
         st.cfg.board->finished(st.results.back());
       if (!st.cfg.log_dir.empty())
-        write_growing(self, st.results.back());
+        write_record(self, st.results.back());
+      st.pace.changed();
+      show_soon(self);
     },
     [=](atom::shard, const eval_result& r) {
+      cpu_meter meter{self};
       auto& st = self->state;
       if (st.journal.is_open() && !st.journal.append(r, "shard_finished"))
         lost_writes(self, st.journal.error());
@@ -188,11 +251,13 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
       spdlog::debug("reporter: {} {}: {}", r.op_name, span_text(r.shard), summarize(r));
     },
     [=](atom::requeue, const eval_result& r) {
+      cpu_meter meter{self};
       auto& st = self->state;
       if (st.journal.is_open() && !st.journal.append(r, "job_requeued"))
         lost_writes(self, st.journal.error());
     },
     [=](atom::revise, const eval_result& r) {
+      cpu_meter meter{self};
       auto& st = self->state;
       if (st.journal.is_open() && !st.journal.append(r, "version_evaluated"))
         lost_writes(self, st.journal.error());
@@ -205,8 +270,19 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
       else
         list.push_back(r);
     },
-    [=](atom::finish) { return write_all(self, false); },
-    [=](atom::stop) { return write_all(self, true); },
+    [=](atom::tick) {
+      cpu_meter meter{self};
+      self->state.pace.ticked();
+      show_soon(self);
+    },
+    [=](atom::finish) {
+      cpu_meter meter{self};
+      return write_all(self, false, meter);
+    },
+    [=](atom::stop) {
+      cpu_meter meter{self};
+      return write_all(self, true, meter);
+    },
   };
 }
 

@@ -9,6 +9,7 @@
 #include <caf/error.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/report_pace.hpp"
 #include "results/journal.hpp"
 #include "results/profile.hpp"
 #include "results/progress_board.hpp"
@@ -35,6 +36,9 @@ struct reporter_config {
   std::string kernel_dir;
   /// Seconds between report.html's reloads while the sweep runs.
   int reload_s = 10;
+  /// Seconds at least between rewrites of the growing reports (more when a rewrite takes
+  /// long: actors/report_pace.hpp); 0: after every operator.
+  double reports_interval_s = 2.0;
   /// Selected operators the backend does not implement, with why: listed, not scored.
   std::map<std::string, std::string> not_evaluated;
   /// The settings the figures depend on, stated once in OVERALL_SUMMARY.md.
@@ -52,16 +56,22 @@ struct reporter_state {
   /// Every evaluated version of a generative campaign, per operator.
   std::map<std::string, std::vector<eval_result>> versions;
   /// Where the evaluations' time went: each job's phases under its slot (a sharded
-  /// operator's shards one by one, not their merged result).
+  /// operator's shards one by one, not their merged result); and the reporter's own load.
   sweep_profile profile;
+  /// When the growing reports are rewritten next.
+  report_pace pace{report_pace::clock::duration::zero()};
+  /// The final reports are written (finish or stop): nothing rewrites them as growing.
+  bool closed = false;
 };
 
 using reporter_pointer = reporter_actor::stateful_pointer<reporter_state>;
 
 /// Journals each result as it arrives (an operator's, and each shard's of a sharded one), logs
-/// it, and rewrites the growing reports (operator_summary.csv, OVERALL_SUMMARY.md,
-/// report.html, the operator's record) as operators finish; writes every report on finish,
-/// or marked partial on stop.
+/// it and writes the operator's record; rewrites the growing reports (operator_summary.csv,
+/// OVERALL_SUMMARY.md, report.html) at the pace of `report_pace`, a tick to itself flushing
+/// the last change; writes every report on finish, or marked partial on stop. Spawned
+/// detached: its rewrites take no thread of the shared scheduler, and its CPU time (in the
+/// profile) is its own thread's.
 reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cfg);
 
 } // namespace bb

@@ -134,7 +134,7 @@ double pipelined_seconds(const std::vector<bb::op_brief>& ops, double latency, s
   rcfg.log_dir = dir + "/report" + std::to_string(authors);
   rcfg.command = "bench";
   rcfg.expected_jobs = ops.size();
-  auto reporter = sys.spawn(bb::reporter, std::move(rcfg));
+  auto reporter = sys.spawn<caf::detached>(bb::reporter, std::move(rcfg));
   bb::coordinator_config c;
   c.numbered_versions = true;
   for (auto& op : ops)

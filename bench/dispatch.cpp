@@ -92,7 +92,7 @@ double cluster_seconds(size_t jobs, size_t nodes, const std::string& dir) {
   bb::reporter_config rcfg;
   rcfg.command = "bench";
   rcfg.expected_jobs = jobs;
-  auto reporter = sys.spawn(bb::reporter, std::move(rcfg));
+  auto reporter = sys.spawn<caf::detached>(bb::reporter, std::move(rcfg));
   auto generator = sys.spawn(bb::aten_generator);
   bb::coordinator_config ccfg;
   ccfg.work = trivial_suite(jobs);

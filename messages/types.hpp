@@ -161,6 +161,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(bb, caf::first_custom_type_id)
   CAF_ADD_ATOM(bb, bb::atom, stop, "stop")
   CAF_ADD_ATOM(bb, bb::atom, halt, "halt")
   CAF_ADD_ATOM(bb, bb::atom, shard, "shard")
+  CAF_ADD_ATOM(bb, bb::atom, tick, "tick")
 CAF_END_TYPE_ID_BLOCK(bb)
 
 namespace bb {
@@ -193,7 +194,8 @@ using compile_pool_actor = caf::typed_actor<
 
 /// The REPORTER actor: consumes results as they arrive and writes the run's files.
 using reporter_actor = caf::typed_actor<
-  // Record one operator's terminal result: journal line, progress, growing reports.
+  // Record one operator's terminal result: journal line, progress, its record; the growing
+  // reports show it at their next rewrite.
   caf::reacts_to<atom::result, eval_result>,
   // Record one shard's terminal result (its operator's result follows once every shard of
   // it is terminal): journal line, progress.
@@ -202,6 +204,9 @@ using reporter_actor = caf::typed_actor<
   caf::reacts_to<atom::requeue, eval_result>,
   // Record an evaluated kernel version of a generative backend: journal line.
   caf::reacts_to<atom::revise, eval_result>,
+  // From itself, once the next rewrite is due: rewrite the growing reports if anything
+  // changed since the last.
+  caf::reacts_to<atom::tick>,
   // All jobs are terminal: write the reports and answer with the scores.
   caf::replies_to<atom::finish>::with<sweep_report>,
   // The sweep was stopped: write the reports marked partial and answer with the scores so far.

@@ -222,7 +222,9 @@ void sweep::start_reporter() {
     rcfg.kernel_dir = std::filesystem::absolute(setup_.f.ops_directory, ec).string();
   else if (setup_.generative)
     rcfg.kernel_dir = std::filesystem::absolute(setup_.gplan.generator.folder.path(), ec).string();
-  reporter_ = sys_->spawn(reporter, std::move(rcfg));
+  rcfg.reports_interval_s = setup_.s.reports_interval_s;
+  // Detached: rewriting the reports takes no thread of the shared scheduler.
+  reporter_ = sys_->spawn<caf::detached>(reporter, std::move(rcfg));
   for (auto& r : setup_.resumed.concluded)
     caf::anon_send(reporter_, atom::result_v, r);
   stops_.push_back([this] { caf::anon_send_exit(reporter_, caf::exit_reason::user_shutdown); });

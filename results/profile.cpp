@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include <sys/resource.h>
+#include <time.h>
 
 namespace bb {
 
@@ -38,9 +39,28 @@ double process_cpu_seconds() {
   return seconds(u.ru_utime) + seconds(u.ru_stime);
 }
 
+double thread_cpu_seconds() {
+  timespec t{};
+  if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0)
+    return 0.0;
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+}
+
+std::string format_reporter_load(const reporter_load& r) {
+  char buf[200];
+  std::snprintf(buf, sizeof(buf),
+                "reporter: %.2f s CPU for %zu results (%.2f ms each), %zu rewrites of the "
+                "growing reports (%.2f s)",
+                r.cpu_seconds, r.results,
+                r.results ? 1000.0 * r.cpu_seconds / static_cast<double>(r.results) : 0.0,
+                r.rewrites, r.rewrite_seconds);
+  return buf;
+}
+
 std::string format_profile(const sweep_profile& p, const std::string& kept_in) {
+  auto reporter = p.reporter.results ? format_reporter_load(p.reporter) + "\n" : std::string();
   if (p.total.empty())
-    return "";
+    return reporter;
   static const std::map<std::string, std::string> short_names = {
     {"runner_start", "start"},     {"load_kernel", "load"},      {"build_inputs", "inputs"},
     {"reference_calls", "ref"},    {"kernel_calls", "kernel"},   {"compare", "compare"},
@@ -79,7 +99,7 @@ std::string format_profile(const sweep_profile& p, const std::string& kept_in) {
                   sum > 0 ? 100.0 * largest[i].first / sum : 0.0, i + 1 < std::min<size_t>(4, largest.size()) ? "," : "");
     out += buf;
   }
-  return out + "\n";
+  return out + "\n" + reporter;
 }
 
 nlohmann::json profile_json(const sweep_profile& p) {
@@ -93,6 +113,12 @@ nlohmann::json profile_json(const sweep_profile& p) {
     if (auto it = p.total.find(phase); it != p.total.end())
       timer += it->second;
   j["timer_seconds"] = timer;
+  auto& r = p.reporter;
+  j["reporter"] = {{"cpu_seconds", r.cpu_seconds},
+                   {"results", r.results},
+                   {"cpu_ms_per_result", r.results ? 1000.0 * r.cpu_seconds / static_cast<double>(r.results) : 0.0},
+                   {"rewrites", r.rewrites},
+                   {"rewrite_seconds", r.rewrite_seconds}};
   return j;
 }
 

@@ -17,12 +17,23 @@ namespace bb {
 /// steps, the timer's two sides, moving results back, and waiting for work.
 const std::vector<std::string>& profile_phases();
 
+/// The reporter's own work, which must grow linearly with the operators: the CPU seconds of
+/// its thread while it handled messages, the operators' results it recorded, and how often it
+/// rewrote the growing reports and in how many seconds.
+struct reporter_load {
+  double cpu_seconds = 0.0;
+  size_t results = 0;
+  size_t rewrites = 0;
+  double rewrite_seconds = 0.0;
+};
+
 struct sweep_profile {
   /// Seconds per phase, per slot ("node/slot").
   std::map<std::string, std::map<std::string, double>> slots;
   /// Seconds per phase over all slots.
   std::map<std::string, double> total;
   size_t jobs = 0;
+  reporter_load reporter;
 };
 
 /// Adds the phases of one evaluation (a job, or a shard of an operator) under its slot.
@@ -34,12 +45,20 @@ sweep_profile make_profile(const std::vector<eval_result>& results);
 /// The CPU seconds this process has used so far, all its threads together.
 double process_cpu_seconds();
 
+/// The CPU seconds the calling thread has used so far.
+double thread_cpu_seconds();
+
+/// "reporter: 0.84 s CPU for 679 results (1.24 ms each), 31 rewrites of the growing reports
+/// (0.40 s)".
+std::string format_reporter_load(const reporter_load& r);
+
 /// The table printed at the end of a sweep: a row per slot, a column per phase, and the
-/// largest phases over the whole sweep with their shares. `kept_in` names the file that
-/// holds them all (profile.json) in the heading; "" when none was written.
+/// largest phases over the whole sweep with their shares, then the reporter's load when it
+/// recorded results. `kept_in` names the file that holds them all (profile.json) in the
+/// heading; "" when none was written.
 std::string format_profile(const sweep_profile& p, const std::string& kept_in);
 
-/// profile.json: the same numbers, per slot and in total.
+/// profile.json: the same numbers, per slot and in total, and the reporter's load.
 nlohmann::json profile_json(const sweep_profile& p);
 
 } // namespace bb

@@ -241,7 +241,7 @@ std::string overall_summary(const std::string& command, const std::map<std::stri
     out += std::to_string(results.size()) + " of " + std::to_string(status.ops_total)
            + " operators are in; the scores cover those only.";
     if (status.running)
-      out += " These reports are rewritten as each operator finishes.\n\n";
+      out += " These reports are rewritten every few seconds while the sweep runs.\n\n";
     else
       out += " The sweep was stopped before the end" + std::string(status.resume_command.empty() ? ".\n\n" :
              "; run the rest with:\n\n```bash\n" + status.resume_command + "\n```\n\n");
@@ -391,7 +391,7 @@ void add_failure(std::string& errors, const std::string& err) {
     errors += (errors.empty() ? "" : "\n") + err;
 }
 
-// The reports rewritten as operators finish: the operator summary and OVERALL_SUMMARY.md;
+// The reports rewritten while a sweep runs: the operator summary and OVERALL_SUMMARY.md;
 // `write` is write_file_atomically while the sweep runs, write_final_file at its end.
 std::string write_summaries(const std::filesystem::path& base, const std::string& command,
                             const std::map<std::string, op_rows>& by_op,

@@ -39,6 +39,7 @@ reporter_actor::behavior_type mock_reporter(reporter_actor::pointer, std::shared
     [t](atom::shard, eval_result& r) { t->shards.push_back(std::move(r)); },
     [t](atom::requeue, eval_result& r) { t->requeued.push_back(std::move(r)); },
     [t](atom::revise, eval_result& r) { t->revised.push_back(std::move(r)); },
+    [](atom::tick) { FAIL_CHECK("only the reporter sends itself a tick"); },
     [t](atom::finish) {
       t->finished = true;
       sweep_report rep;

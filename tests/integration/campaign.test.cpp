@@ -363,7 +363,10 @@ TEST_CASE("report.html in headless Chromium lists every operator and draws the c
     BB_SKIP("no chromium on this machine (scripts/test.sh installs it): report.html rendering skipped");
   }
   bb::test::temp_dir dir;
-  auto pid = start(dir, sweep_args(dir / "run"));
+  // report.html rewritten after every operator, so the copy below holds each journaled one.
+  bb::test::write_file(dir / "each.toml", bb::test::read_file(BB_SOURCE_DIR "/tests/fast.toml")
+                                            + "[progress]\nreports_interval_s = 0\n");
+  auto pid = start(dir, sweep_args(dir / "run", dir / "each.toml"));
   REQUIRE(wait_finished(dir / "run/results.jsonl", 2, 120));
   // Rendered from a copy taken mid-sweep (the original goes on growing).
   std::filesystem::copy_file(dir / "run/report.html", dir / "mid.html");

@@ -17,3 +17,29 @@ TEST_CASE("the profile table names profile.json only when it was written", "[cor
   CHECK(not_kept.find("profile.json") == std::string::npos);
   CHECK(not_kept.find("local/0") != std::string::npos);
 }
+
+TEST_CASE("the profile shows the reporter's CPU per result, with or without job phases",
+          "[core]") {
+  sweep_profile p;
+  p.reporter = {0.5, 250, 7, 0.25};
+  CHECK(format_profile(p, "") == "reporter: 0.50 s CPU for 250 results (2.00 ms each), 7 rewrites "
+                                 "of the growing reports (0.25 s)\n");
+  auto j = profile_json(p)["reporter"];
+  CHECK(j["cpu_seconds"] == 0.5);
+  CHECK(j["results"] == 250);
+  CHECK(j["cpu_ms_per_result"] == 2.0);
+  CHECK(j["rewrites"] == 7);
+  eval_result r;
+  r.phases = {{"time_kernel", 2.0}};
+  add_to_profile(p, r);
+  auto text = format_profile(p, "");
+  CHECK_THAT(text, Catch::StartsWith("profile: seconds per evaluator slot and phase\n"));
+  CHECK_THAT(text, Catch::EndsWith("\nreporter: 0.50 s CPU for 250 results (2.00 ms each), 7 "
+                                   "rewrites of the growing reports (0.25 s)\n"));
+  // A thread's CPU clock runs.
+  auto before = thread_cpu_seconds();
+  volatile double x = 0;
+  for (int i = 0; i < 3000000; ++i)
+    x = x + 1.0;
+  CHECK(thread_cpu_seconds() > before);
+}
