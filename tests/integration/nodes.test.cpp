@@ -524,3 +524,49 @@ TEST_CASE("a node started by hand times and checks as the coordinator's settings
   ::kill(node, SIGTERM);
   CHECK(wait_exit(node, 20) == 0);
 }
+
+TEST_CASE("two local nodes given non-default timing, cache and sandbox settings record as one",
+          "[integration]") {
+  // The nodes get the sweep's file; what the command line adds reaches them only in the
+  // session's hello.
+  bb::test::temp_dir dir;
+  bb::test::write_file(dir / "ops.txt", "Operator: aten.relu.default\ncnt: 1, ((T([64, 64], f32),), {})\n"
+                                        "Operator: aten.add.Tensor\ncnt: 1, ((T([32, 32], f32), T([32, 32], f32)), {})\n"
+                                        "Operator: aten.neg.default\ncnt: 1, ((T([16], f32),), {})\n");
+  bb::test::write_file(dir / "settings.toml", std::string(settings));
+  bb::test::write_file(dir / "hosts.txt", "node-a slots=1\nnode-b slots=1\n");
+  const std::string changed = " --no-reference-cache --no-exploit-checks --timer adaptive"
+                              " --set timing.rounds=3 --set timing.cpu_runs=4"
+                              " --set evaluator.sandbox=off --set evaluator.call_timeout_s=45";
+  auto base = bbcluster + " --suite torchbench --data " + dir / "ops.txt" + " --config "
+              + dir / "settings.toml" + changed;
+  auto local = std::system((base + " --log-dir " + dir / "local >" + dir / "local.out 2>&1").c_str());
+  auto nodes = std::system((base + " --nodes " + dir / "hosts.txt" + " --launcher local --log-dir "
+                            + dir / "nodes >" + dir / "nodes.out 2>&1")
+                             .c_str());
+  INFO(bb::test::read_file(dir / "nodes.out"));
+  REQUIRE(WEXITSTATUS(local) == 0);
+  REQUIRE(WEXITSTATUS(nodes) == 0);
+  // What each operator was evaluated with, from its journal line.
+  auto records = [&](const std::string& run) {
+    std::map<std::string, std::string> out;
+    for (auto& j : journal_lines(dir / (run + "/results.jsonl"), "job_finished")) {
+      auto& p = j["performance"][0];
+      out[j["op_name"].get<std::string>()] =
+        j["outcome"].get<std::string>() + " correct " + j["correctness"][0]["is_correct"].dump()
+        + " rounds " + p["timing_rounds"].dump() + " timer " + p["timer"].get<std::string>()
+        + " cached " + p["reference_cached"].dump() + " sandbox "
+        + j["provenance"]["sandbox"].get<std::string>() + " checks "
+        + (j["phases"].contains("check_timed") ? "on" : "off");
+    }
+    return out;
+  };
+  auto a = records("local");
+  auto b = records("nodes");
+  REQUIRE(a.size() == 3);
+  CHECK(a == b);
+  CHECK(a["aten.relu.default"] == "ok correct true rounds 3 timer cpu_bench cached false sandbox off checks off");
+  // Evaluated on the nodes, not here.
+  for (auto& j : journal_lines(dir / "nodes/results.jsonl", "job_finished"))
+    CHECK(j["provenance"]["node"].get<std::string>().rfind("node-", 0) == 0);
+}
