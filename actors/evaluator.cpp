@@ -203,7 +203,7 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
         bool tampered = std::any_of(std::begin(spoiling), std::end(spoiling), [&](const char* f) {
           return std::find(flags.begin(), flags.end(), f) != flags.end();
         });
-        if (spoils_runner(result.outcome) || tampered)
+        if (spoils_runner(result) || tampered)
           st.runner.stop();
         return result;
       }

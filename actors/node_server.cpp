@@ -168,6 +168,8 @@ private:
   // The results the evaluators finished, to the coordinator that sent their jobs.
   void send_finished() {
     for (auto& f : done_->take()) {
+      if (in_flight_ > 0)
+        --in_flight_;
       if (f.coordinator == coordinator_)
         send(router_, coordinator_, [&] {
           auto m = reply("result");
@@ -246,8 +248,14 @@ private:
       // The session's settings, applied before it is served; a node that cannot refuses it.
       std::map<std::string, std::string> applied;
       if (cfg_.apply_settings) {
-        node_slots now{slots_, compiler_, std::chrono::duration<double>(evaluate_timeout_).count()};
+        node_slots now{slots_, compiler_, std::chrono::duration<double>(evaluate_timeout_).count(),
+                       in_flight_};
         if (auto why = cfg_.apply_settings(msg.settings, applied, now); !why.empty()) {
+          // Busy: the slots must start again and a session's jobs still run on them.
+          if (why.rfind(busy_refusal, 0) == 0) {
+            refuse(from, why);
+            return;
+          }
           spdlog::error("node_server: refused a coordinator: cannot apply its settings: {}", why);
           refuse(from, "this node cannot apply the coordinator's settings: " + why);
           return;
@@ -296,6 +304,7 @@ private:
 
   // Runs one job on its slot (building a native kernel first) in a short-lived actor.
   void dispatch(const std::string& from, uint32_t slot, eval_job job) {
+    ++in_flight_;
     auto done = done_;
     auto evaluate_timeout = evaluate_timeout_;
     auto evaluator = slots_[slot];
@@ -327,6 +336,8 @@ private:
   std::string allowed_;
   std::shared_ptr<finished_queue> done_;
   caf::timespan evaluate_timeout_;
+  /// Jobs handed to the slots whose results have not come back (any session's).
+  size_t in_flight_ = 0;
   /// The routing id and session of the coordinator served now; empty: none.
   std::string coordinator_;
   std::string session_;

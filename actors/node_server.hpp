@@ -25,6 +25,8 @@ struct node_slots {
   std::vector<evaluator_actor> evaluators;
   compile_pool_actor compiler;
   double evaluate_timeout_s = 3600.0;
+  /// Jobs running on the evaluators now (read only): slots are not replaced under them.
+  size_t jobs_in_flight = 0;
 };
 
 struct node_server_config {
@@ -45,7 +47,8 @@ struct node_server_config {
   /// Applies a coordinator's sweep settings at its hello (wire_message::settings): fills
   /// `applied` with what the node evaluates with from now on, and may replace the slots (the
   /// node's evaluators and compile pool rebuilt with them); "" or why the node cannot, which
-  /// refuses the coordinator. Null: the node answers with no settings.
+  /// refuses the coordinator (a why starting with busy_refusal: not now, greet again). Null:
+  /// the node answers with no settings.
   std::function<std::string(const std::map<std::string, std::string>& sent,
                             std::map<std::string, std::string>& applied, node_slots& slots)>
     apply_settings;

@@ -319,13 +319,21 @@ private:
         auto why = "node " + cfg_.name + " (" + cfg_.endpoint + ") applied other settings than "
                    "this sweep's (" + list + "): is it another bbcluster version?";
         spdlog::error("{}", why);
+        // The node took our session: it is free again at once, not after its silence.
+        send(kind("bye"));
         if (!answered_) {
           answered_ = true;
           welcomed_.set_value(why);
+        } else if (connected_) {
+          lose(why);
         }
         return false;
       }
     }
+    // A welcome to a hello queued while the link was down, after the one that connected it:
+    // the slots handed out stay.
+    if (answered_ && connected_)
+      return true;
     const auto& node = msg.node;
     info_ = node;
     make_slots();

@@ -231,4 +231,14 @@ T unpack(const std::string& bytes) {
   return handle.get().as<T>();
 }
 
+/// The detail of an infra_error whose runner lost its CUDA context before the kernel ran (a
+/// device fault, a busy GPU): the job is retried, on a fresh runner.
+inline constexpr const char* lost_device_detail = "the CUDA context was lost before the kernel ran: ";
+
+/// Whether a runner that returned `r` must be replaced before the next job.
+inline bool spoils_runner(const eval_result& r) {
+  return spoils_runner(r.outcome)
+         || (r.outcome == outcome::infra_error && r.detail.rfind(lost_device_detail, 0) == 0);
+}
+
 } // namespace bb

@@ -125,18 +125,41 @@ int check_slots(caf::actor_system& sys, const local_node& node) {
   return failures == 0 ? 0 : 1;
 }
 
+namespace {
+
+// Whether `a` and `b` differ in a key a runner's or compiler's start fixes: any sweep key but
+// the timer's and the checks', which every job carries (eval_job::settings).
+bool slots_must_restart(const settings& a, const settings& b) {
+  auto x = sweep_settings_of(a);
+  auto y = sweep_settings_of(b);
+  for (auto& [key, value] : x)
+    if (key.rfind("timing.", 0) != 0 && key.rfind("checks.", 0) != 0 && y[key] != value)
+      return true;
+  return false;
+}
+
+} // namespace
+
 std::string apply_session_settings(caf::actor_system& sys, const node_options& o,
-                                   const std::map<std::string, std::string>& sent,
-                                   settings& current, local_node& node,
+                                   const settings& own, const std::map<std::string, std::string>& sent,
+                                   size_t jobs_in_flight, settings& current, local_node& node,
                                    std::map<std::string, std::string>& applied) {
-  settings next = current;
+  // Over the node's own file, not the last session's: a key not sent is the node's.
+  settings next = own;
   if (auto err = apply_sweep_settings(next, sent))
     return describe(err);
   if (auto err = validate(next))
     return describe(err);
+  // The node's own sandbox "required" is a floor no coordinator lowers.
+  if (own.sandbox == "required" && next.sandbox != "required")
+    return "evaluator.sandbox: this node requires its sandbox (its --config says \"required\"), "
+           "the coordinator sent \"" + next.sandbox + "\"";
   if (auto why = sandbox_refusal(next); !why.empty())
     return "evaluator.sandbox = \"required\": " + why;
-  if (sweep_settings_of(next) != sweep_settings_of(current)) {
+  if (slots_must_restart(next, current)) {
+    if (jobs_in_flight > 0)
+      return std::string(busy_refusal) + "this node's slots must start again with the coordinator's "
+             "settings and are finishing " + std::to_string(jobs_in_flight) + " jobs of an earlier session";
     std::string changed;
     for (auto& line : settings_differences(sweep_settings_of(next), sweep_settings_of(current)))
       changed += (changed.empty() ? "" : "; ") + line.substr(0, line.find(':'));
@@ -144,8 +167,8 @@ std::string apply_session_settings(caf::actor_system& sys, const node_options& o
                  "start again with them", changed);
     stop_local_node(sys, node);
     node = spawn_local_node(sys, next, o.name, o.log_dir);
-    current = next;
   }
+  current = next;
   applied = sweep_settings_of(current);
   return "";
 }
@@ -173,7 +196,8 @@ int serve_coordinators(caf::actor_system& sys, local_node& node, const node_opti
   settings current = setup.s;
   ncfg.apply_settings = [&](const std::map<std::string, std::string>& sent,
                             std::map<std::string, std::string>& applied, node_slots& slots) {
-    auto why = apply_session_settings(sys, o, sent, current, node, applied);
+    auto why = apply_session_settings(sys, o, setup.s, sent, slots.jobs_in_flight, current, node,
+                                      applied);
     slots.evaluators = node.evaluators;
     slots.compiler = node.compiler;
     slots.evaluate_timeout_s = evaluate_timeout_s(current);

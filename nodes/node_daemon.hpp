@@ -48,13 +48,16 @@ int check_slots(caf::actor_system& sys, const local_node& node);
 int serve_coordinators(caf::actor_system& sys, local_node& node, const node_options& o,
                        const node_setup& setup);
 
-/// A coordinator's sweep settings (`sent`) over the node's own (`own`, the node's --config):
-/// `current` becomes them, and `node` is rebuilt when they change what it evaluates with.
-/// `applied` is what the node then evaluates with; "" or why it cannot (a bad value, or a
-/// sandbox "required" that this machine cannot make).
+/// A coordinator's sweep settings (`sent`) over the node's own (`own`, its --config):
+/// `current` becomes them, and `node` is rebuilt when they change what a runner's or
+/// compiler's start fixes (timeouts, sandbox, memory and compile limits; the timer and the
+/// checks travel with each job). `applied` is what the node then evaluates with; "" or why it
+/// cannot: a bad value, a sandbox lowered below the node's own "required" or one this machine
+/// cannot make, or (starting with busy_refusal) slots to rebuild while `jobs_in_flight` of an
+/// earlier session still run on them.
 std::string apply_session_settings(caf::actor_system& sys, const node_options& o,
-                                   const std::map<std::string, std::string>& sent,
-                                   settings& current, local_node& node,
+                                   const settings& own, const std::map<std::string, std::string>& sent,
+                                   size_t jobs_in_flight, settings& current, local_node& node,
                                    std::map<std::string, std::string>& applied);
 
 } // namespace bb

@@ -16,7 +16,7 @@ namespace {
 bool spoils(const runner_reply& reply) {
   auto& flags = reply.result.flags;
   return reply.kind == "result"
-         && (spoils_runner(reply.result.outcome)
+         && (spoils_runner(reply.result)
              || std::find(flags.begin(), flags.end(), "replaces_timer") != flags.end());
 }
 

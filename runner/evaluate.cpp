@@ -146,6 +146,8 @@ struct op_context {
   std::optional<call_error> tampered;
   /// Set when the kernel left work off the timed stream: its inputs get the synchronized timer.
   bool synchronized_timer = false;
+  /// Set once the kernel has been called: a lost CUDA context before that is not its doing.
+  bool* kernel_called = nullptr;
 };
 
 void raise_flag(op_context& ctx, const std::string& flag) {
@@ -322,6 +324,8 @@ std::optional<call_error> run_one_call(op_context& ctx, const char* phase, const
       in = prepare(call, ctx.op.schema(), &k);
       if (poison_like)
         own("poisoning the memory the outputs take", [&] { poison_memory_for(*poison_like, ctx.opts.device); });
+      if (&k == &ctx.impl && ctx.kernel_called)
+        *ctx.kernel_called = true;
       out = k.call(in);
       if (pending_ms)
         *pending_ms = pending_device_work_ms(ctx.opts.device);
@@ -962,9 +966,15 @@ void lost_context(eval_result& r, const eval_job& job, const std::string& why) {
   r.detail = "the CUDA context was lost; the runner is replaced";
 }
 
+// Whether the last input recorded lost the CUDA context (the loops' stop, in constant time).
+bool lost_context_in_last(const eval_result& r) {
+  return (!r.correctness.empty() && r.correctness.back().error_type == "cuda_error")
+         || (!r.performance.empty() && r.performance.back().error_msg.rfind("cuda_error", 0) == 0);
+}
+
 // The whole job, apart from the guard against the runner's own failures.
 void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
-             const progress_fn& progress, phase_clock& phases) {
+             const progress_fn& progress, phase_clock& phases, bool& kernel_called) {
   auto name = ops::to_schema_name(job.op_name);
   auto handle = c10::Dispatcher::singleton().findSchema({name.name, name.overload});
   if (!handle) {
@@ -1017,7 +1027,7 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
     r.detail = load_failure.type + ": " + load_failure.message;
     return;
   }
-  op_context ctx{job, opts, progress, op, at::Device(opts.device), *reference, *impl, r.flags, phases, {}, nullptr, nullptr, std::nullopt, false};
+  op_context ctx{job, opts, progress, op, at::Device(opts.device), *reference, *impl, r.flags, phases, {}, nullptr, nullptr, std::nullopt, false, &kernel_called};
   ctx.dispatcher = dispatcher ? &*dispatcher : nullptr;
   ctx.state = state ? &*state : nullptr;
   check_tampering(ctx, true); // what loading the kernel changed
@@ -1035,7 +1045,7 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
   };
   if (job.correctness_inputs == job.performance_inputs) {
     // BackendBench's torchbench suite: the same inputs for both. Each is checked, then timed.
-    for (size_t i = 0; i < n && !ctx.tampered && !any_cuda_error(r); ++i) {
+    for (size_t i = 0; i < n && !ctx.tampered && !lost_context_in_last(r); ++i) {
       r.correctness.push_back(check_input(ctx, job.correctness_inputs[i], i, n));
       used(job.correctness_inputs[i]);
       r.performance.push_back(time_input(ctx, job.performance_inputs[i], i, m));
@@ -1043,11 +1053,11 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
       used(job.performance_inputs[i]);
     }
   } else {
-    for (size_t i = 0; i < n && !ctx.tampered && !any_cuda_error(r); ++i) {
+    for (size_t i = 0; i < n && !ctx.tampered && !lost_context_in_last(r); ++i) {
       r.correctness.push_back(check_input(ctx, job.correctness_inputs[i], i, n));
       used(job.correctness_inputs[i]);
     }
-    for (size_t i = 0; i < m && !ctx.tampered && !any_cuda_error(r); ++i) {
+    for (size_t i = 0; i < m && !ctx.tampered && !lost_context_in_last(r); ++i) {
       r.performance.push_back(time_input(ctx, job.performance_inputs[i], i, m));
       mark_timed_failure(r, r.performance.back());
       used(job.performance_inputs[i]);
@@ -1071,13 +1081,17 @@ eval_result evaluate_job(const eval_job& job, const runner_options& opts, const 
   auto start = clock::now();
   auto r = result_for(job, describe(opts));
   phase_clock phases;
+  bool kernel_called = false;
   try {
-    run_job(r, job, opts, progress, phases);
+    run_job(r, job, opts, progress, phases, kernel_called);
   } catch (const c10::Error& e) {
-    // A lost CUDA context that surfaced in the runner's own code, after the kernel's calls
-    // (a fault is sticky, reported by whatever touches the device next): the job's.
+    // A lost CUDA context that surfaced in the runner's own code after the kernel was called
+    // (a fault is sticky, reported by whatever touches the device next): the job's. Before
+    // that (a device fault, a busy GPU) it is the runner's, retried on a fresh one.
     if (classify("", e.what_without_backtrace()) != "cuda_error")
       infra_failure(r, job, e.what_without_backtrace());
+    else if (!kernel_called)
+      infra_failure(r, job, lost_device_detail + std::string(e.what_without_backtrace()));
     else
       lost_context(r, job, e.what_without_backtrace());
   } catch (const std::exception& e) {

@@ -83,4 +83,14 @@ TEST_CASE("a node applies the sweep settings its coordinator sends, or is refuse
   });
   CHECK(cannot.find("refused: this node cannot apply the coordinator's settings: "
                     "evaluator.sandbox = \"required\"") != std::string::npos);
+  // A node still finishing an earlier session's jobs answers busy; the link greets it again
+  // until it can apply them.
+  int tries = 0;
+  CHECK(connect_with(sent, [&](const settings_map& s, settings_map& applied, node_slots&) {
+    if (++tries < 3)
+      return std::string(busy_refusal) + "finishing 1 jobs of an earlier session";
+    applied = s;
+    return std::string();
+  }) == "");
+  CHECK(tries == 3);
 }
