@@ -44,6 +44,13 @@ static int refused_names(Catch::Session& session) {
                 << "\" has a '[' or ']', which makes ctest join it with the names after it\n";
       ++bad;
     }
+    // ctest passes the name to the test program, which reads one starting with '-' as an
+    // option ("Unrecognised token: --set") and runs nothing.
+    if (!test.name.empty() && test.name[0] == '-') {
+      std::cerr << test.lineInfo << ": the test name \"" << test.name
+                << "\" starts with '-', which the test program would read as an option\n";
+      ++bad;
+    }
   }
   return bad;
 }

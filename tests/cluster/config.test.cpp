@@ -135,7 +135,7 @@ TEST_CASE("each setting's documentation, scope and allowed values come from the 
   }
 }
 
-TEST_CASE("--set takes any key, a string unquoted too, and names a bad one", "[core]") {
+TEST_CASE("set_setting, as --set, takes any key, a string unquoted too, and names a bad one", "[core]") {
   settings s;
   REQUIRE_FALSE(set_setting(s, "timing.timer", "adaptive", "--set"));
   CHECK(s.timing.timer == "adaptive");
