@@ -18,6 +18,8 @@ namespace bb {
 /// Version of the msgpack wire protocol; a peer with another version is refused.
 inline constexpr uint32_t protocol_version = 1;
 
+// artefact's fields, once: msgpack, CAF's inspect and JSON are made from them.
+#define BB_FIELDS_ARTEFACT kind, path, source, hash, entry, object_path
 /// A kernel to evaluate: what a generator produced for one operator.
 struct artefact {
   /// "aten" (the operator itself), "py", "cpp" or "cu".
@@ -31,9 +33,11 @@ struct artefact {
   std::string entry;
   /// The loadable object built from a native source on the node that evaluates it.
   std::string object_path;
-  MSGPACK_DEFINE_MAP(kind, path, source, hash, entry, object_path);
+  MSGPACK_DEFINE_MAP(BB_FIELDS_ARTEFACT);
 };
 
+// compile_outcome's fields, once: msgpack, CAF's inspect and JSON are made from them.
+#define BB_FIELDS_COMPILE_OUTCOME status, object_path, message, log_path, cached, seconds
 /// What building a native artefact on a node ended with.
 struct compile_outcome {
   /// "ok", "compile_failed" or "needs_cuda".
@@ -45,9 +49,11 @@ struct compile_outcome {
   std::string log_path;
   bool cached = false;
   double seconds = 0.0;
-  MSGPACK_DEFINE_MAP(status, object_path, message, log_path, cached, seconds);
+  MSGPACK_DEFINE_MAP(BB_FIELDS_COMPILE_OUTCOME);
 };
 
+// input_failure's fields, once: msgpack, CAF's inspect and JSON are made from them.
+#define BB_FIELDS_INPUT_FAILURE kind, index, message
 /// An input the runner is not to run, and why: its reference ran past the call timeout on an
 /// earlier attempt (it is recorded as reference_error and left out of the scores).
 struct input_failure {
@@ -55,17 +61,22 @@ struct input_failure {
   std::string kind;
   uint32_t index = 0;
   std::string message;
-  MSGPACK_DEFINE_MAP(kind, index, message);
+  MSGPACK_DEFINE_MAP(BB_FIELDS_INPUT_FAILURE);
 };
 
+// cached_reference's fields, once: msgpack, CAF's inspect and JSON are made from them.
+#define BB_FIELDS_CACHED_REFERENCE index, mean_ms, round_means_ms
 /// A reference timing from the reference-time cache, for one performance input of a job.
 struct cached_reference {
   uint32_t index = 0;
   double mean_ms = 0.0;
   std::vector<double> round_means_ms;
-  MSGPACK_DEFINE_MAP(index, mean_ms, round_means_ms);
+  MSGPACK_DEFINE_MAP(BB_FIELDS_CACHED_REFERENCE);
 };
 
+// shard_span's fields, once: msgpack, CAF's inspect and JSON are made from them.
+#define BB_FIELDS_SHARD_SPAN correctness_begin, correctness_count, correctness_total, \
+  performance_begin, performance_count, performance_total
 /// Which of its operator's inputs a job carries (docs/architecture.md, "Shards"): one contiguous
 /// run of the operator's correctness inputs and one of its performance inputs. All zero: the
 /// job carries every input of its operator, as a job that is not a shard does.
@@ -80,10 +91,12 @@ struct shard_span {
   bool is_part() const {
     return correctness_count < correctness_total || performance_count < performance_total;
   }
-  MSGPACK_DEFINE_MAP(correctness_begin, correctness_count, correctness_total, performance_begin,
-                     performance_count, performance_total);
+  MSGPACK_DEFINE_MAP(BB_FIELDS_SHARD_SPAN);
 };
 
+// eval_job's fields, once: msgpack, CAF's inspect and JSON are made from them.
+#define BB_FIELDS_EVAL_JOB job_id, attempt, op_name, kernel, correctness_inputs, \
+  performance_inputs, reference_failures, cached_references, shard, settings
 /// One operator's evaluation, or one shard of it: its inputs as argument strings, and the
 /// kernel to run on them. Input indices within a job (reference_failures, cached_references,
 /// progress frames) count from the job's first input.
@@ -103,10 +116,12 @@ struct eval_job {
   /// The sweep's settings (runner_protocol.hpp: pack_settings, job_options), stamped by the
   /// coordinator on every job; empty: the evaluator's own.
   std::string settings;
-  MSGPACK_DEFINE_MAP(job_id, attempt, op_name, kernel, correctness_inputs, performance_inputs,
-                     reference_failures, cached_references, shard, settings);
+  MSGPACK_DEFINE_MAP(BB_FIELDS_EVAL_JOB);
 };
 
+// correctness_record's fields, once: msgpack, CAF's inspect and JSON are made from them.
+#define BB_FIELDS_CORRECTNESS_RECORD op_name, args, is_correct, error_msg, error_type, traceback, \
+  max_abs_error, max_rel_error, test_type
 /// BackendBench's CorrectnessTestResult, field for field.
 struct correctness_record {
   std::string op_name;
@@ -118,10 +133,13 @@ struct correctness_record {
   double max_abs_error = 0.0;
   double max_rel_error = 0.0;
   std::string test_type = "correctness";
-  MSGPACK_DEFINE_MAP(op_name, args, is_correct, error_msg, error_type, traceback, max_abs_error,
-                     max_rel_error, test_type);
+  MSGPACK_DEFINE_MAP(BB_FIELDS_CORRECTNESS_RECORD);
 };
 
+// performance_record's fields, once: msgpack, CAF's inspect and JSON are made from them.
+#define BB_FIELDS_PERFORMANCE_RECORD op_name, args, speedup, benchmark_time_ms, \
+  reference_time_ms, error_msg, successfully_ran, test_type, speedup_ci_low, speedup_ci_high, \
+  timing_rounds, reference_cached, reference_round_means_ms, unverified_speedup, timer
 /// BackendBench's PerformanceTestResult, field for field.
 struct performance_record {
   std::string op_name;
@@ -148,11 +166,11 @@ struct performance_record {
   /// (every call between two device synchronizations: a re-verified outlier, or a kernel that
   /// left work off the timed stream).
   std::string timer;
-  MSGPACK_DEFINE_MAP(op_name, args, speedup, benchmark_time_ms, reference_time_ms, error_msg,
-                     successfully_ran, test_type, speedup_ci_low, speedup_ci_high, timing_rounds,
-                     reference_cached, reference_round_means_ms, unverified_speedup, timer);
+  MSGPACK_DEFINE_MAP(BB_FIELDS_PERFORMANCE_RECORD);
 };
 
+// provenance's fields, once: msgpack, CAF's inspect and JSON are made from them.
+#define BB_FIELDS_PROVENANCE node, device, driver, torch_version, artefact_hash, slot, sandbox
 /// Where a result was measured.
 struct provenance {
   std::string node;
@@ -165,9 +183,12 @@ struct provenance {
   /// How the runner was sandboxed: "namespaces", "off", or "none: <why>" (evaluator.sandbox =
   /// "auto" where namespaces are not available).
   std::string sandbox;
-  MSGPACK_DEFINE_MAP(node, device, driver, torch_version, artefact_hash, slot, sandbox);
+  MSGPACK_DEFINE_MAP(BB_FIELDS_PROVENANCE);
 };
 
+// eval_result's fields, once: msgpack, CAF's inspect and JSON are made from them.
+#define BB_FIELDS_EVAL_RESULT job_id, attempt, op_name, outcome, detail, correctness, \
+  performance, where, wall_seconds, flags, runner_restarts, version, phases, shard, shards
 /// The terminal record of one job.
 struct eval_result {
   uint64_t job_id = 0;
@@ -198,8 +219,7 @@ struct eval_result {
   shard_span shard;
   /// How many shards this operator's result was merged from; 0: it was evaluated as one job.
   uint32_t shards = 0;
-  MSGPACK_DEFINE_MAP(job_id, attempt, op_name, outcome, detail, correctness, performance, where,
-                     wall_seconds, flags, runner_restarts, version, phases, shard, shards);
+  MSGPACK_DEFINE_MAP(BB_FIELDS_EVAL_RESULT);
 };
 
 /// A result of `job`, measured `where`, before its records: which job, attempt, kernel and
@@ -233,7 +253,8 @@ T unpack(const std::string& bytes) {
 
 /// The detail of an infra_error whose runner lost its CUDA context before the kernel ran (a
 /// device fault, a busy GPU): the job is retried, on a fresh runner.
-inline constexpr const char* lost_device_detail = "the CUDA context was lost before the kernel ran: ";
+inline constexpr const char* lost_device_detail =
+  "the CUDA context was lost before the kernel ran: ";
 
 /// Whether a runner that returned `r` must be replaced before the next job.
 inline bool spoils_runner(const eval_result& r) {

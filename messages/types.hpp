@@ -15,6 +15,16 @@
 #include "messages/authoring.hpp"
 #include "messages/records.hpp"
 
+// `inspect` of a record from its field list (messages/records.hpp, BB_FIELDS_...): CAF
+// serializes its members in that order.
+#define BB_INSPECT_MEMBER(r, x, field) , x.field
+#define BB_INSPECT(type, ...)                                                                     \
+  template <class Inspector>                                                                      \
+  typename Inspector::result_type inspect(Inspector& f, type& x) {                                \
+    return f(caf::meta::type_name(#type)                                                          \
+               MSGPACK_PP_SEQ_FOR_EACH(BB_INSPECT_MEMBER, x, MSGPACK_PP_VARIADIC_TO_SEQ(__VA_ARGS__))); \
+  }
+
 namespace bb {
 
 /// What a sweep ended with, sent back to whoever started it.
@@ -40,67 +50,25 @@ struct sweep_report {
   double cpu_seconds = 0.0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, artefact& x) {
-  return f(caf::meta::type_name("artefact"), x.kind, x.path, x.source, x.hash, x.entry,
-           x.object_path);
-}
+BB_INSPECT(artefact, BB_FIELDS_ARTEFACT)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, compile_outcome& x) {
-  return f(caf::meta::type_name("compile_outcome"), x.status, x.object_path, x.message,
-           x.log_path, x.cached, x.seconds);
-}
+BB_INSPECT(compile_outcome, BB_FIELDS_COMPILE_OUTCOME)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, input_failure& x) {
-  return f(caf::meta::type_name("input_failure"), x.kind, x.index, x.message);
-}
+BB_INSPECT(input_failure, BB_FIELDS_INPUT_FAILURE)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, cached_reference& x) {
-  return f(caf::meta::type_name("cached_reference"), x.index, x.mean_ms, x.round_means_ms);
-}
+BB_INSPECT(cached_reference, BB_FIELDS_CACHED_REFERENCE)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, shard_span& x) {
-  return f(caf::meta::type_name("shard_span"), x.correctness_begin, x.correctness_count,
-           x.correctness_total, x.performance_begin, x.performance_count, x.performance_total);
-}
+BB_INSPECT(shard_span, BB_FIELDS_SHARD_SPAN)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, eval_job& x) {
-  return f(caf::meta::type_name("eval_job"), x.job_id, x.attempt, x.op_name, x.kernel,
-           x.correctness_inputs, x.performance_inputs, x.reference_failures,
-           x.cached_references, x.shard, x.settings);
-}
+BB_INSPECT(eval_job, BB_FIELDS_EVAL_JOB)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, correctness_record& x) {
-  return f(caf::meta::type_name("correctness_record"), x.op_name, x.args, x.is_correct,
-           x.error_msg, x.error_type, x.traceback, x.max_abs_error, x.max_rel_error, x.test_type);
-}
+BB_INSPECT(correctness_record, BB_FIELDS_CORRECTNESS_RECORD)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, performance_record& x) {
-  return f(caf::meta::type_name("performance_record"), x.op_name, x.args, x.speedup,
-           x.benchmark_time_ms, x.reference_time_ms, x.error_msg, x.successfully_ran,
-           x.test_type, x.speedup_ci_low, x.speedup_ci_high, x.timing_rounds, x.reference_cached,
-           x.reference_round_means_ms, x.unverified_speedup, x.timer);
-}
+BB_INSPECT(performance_record, BB_FIELDS_PERFORMANCE_RECORD)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, provenance& x) {
-  return f(caf::meta::type_name("provenance"), x.node, x.device, x.driver, x.torch_version,
-           x.artefact_hash, x.slot, x.sandbox);
-}
+BB_INSPECT(provenance, BB_FIELDS_PROVENANCE)
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
-  return f(caf::meta::type_name("eval_result"), x.job_id, x.attempt, x.op_name, x.outcome,
-           x.detail, x.correctness, x.performance, x.where, x.wall_seconds, x.flags,
-           x.runner_restarts, x.version, x.phases, x.shard, x.shards);
-}
+BB_INSPECT(eval_result, BB_FIELDS_EVAL_RESULT)
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, op_brief& x) {

@@ -19,28 +19,16 @@ void from_json(const nlohmann::json& j, outcome& x) {
 }
 
 namespace fields {
-// The records' JSON forms are generated from one list of fields each; a field that came after
-// a journal was written takes its default (bb::from_json below requires the ones that were
-// always there).
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(correctness_record, op_name, args, is_correct,
-                                                error_msg, error_type, traceback, max_abs_error,
-                                                max_rel_error, test_type)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(performance_record, op_name, args, speedup,
-                                                benchmark_time_ms, reference_time_ms, error_msg,
-                                                successfully_ran, test_type, speedup_ci_low,
-                                                speedup_ci_high, timing_rounds, reference_cached,
-                                                reference_round_means_ms, unverified_speedup, timer)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(provenance, node, device, driver, torch_version,
-                                                artefact_hash, slot, sandbox)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(shard_span, correctness_begin, correctness_count,
-                                                correctness_total, performance_begin,
-                                                performance_count, performance_total)
+// The records' JSON forms are made from their field lists (messages/records.hpp); a field
+// that came after a journal was written takes its default (bb::from_json below requires the
+// ones that were always there).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(correctness_record, BB_FIELDS_CORRECTNESS_RECORD)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(performance_record, BB_FIELDS_PERFORMANCE_RECORD)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(provenance, BB_FIELDS_PROVENANCE)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(shard_span, BB_FIELDS_SHARD_SPAN)
 // bb::to_json below names eval_result's `where` "provenance" in the file, as the journal
 // always has.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(eval_result, job_id, attempt, op_name, outcome,
-                                                detail, correctness, performance, where,
-                                                wall_seconds, flags, runner_restarts, version,
-                                                phases, shard, shards)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(eval_result, BB_FIELDS_EVAL_RESULT)
 } // namespace fields
 
 namespace {

@@ -13,6 +13,20 @@
 
 using namespace bb;
 
+namespace {
+
+// A reporter writing into `dir`, expecting `jobs` results.
+reporter_config config_for(const std::string& dir, uint64_t jobs) {
+  reporter_config cfg;
+  cfg.log_dir = dir;
+  cfg.command = "bbcluster test";
+  cfg.p = 1.0;
+  cfg.expected_jobs = jobs;
+  return cfg;
+}
+
+} // namespace
+
 TEST_CASE("the reporter journals results as they arrive and totals them on finish", "[actors]") {
   caf::actor_system_config cfg;
   cfg.set("scheduler.policy", caf::atom("testing"));
@@ -20,7 +34,7 @@ TEST_CASE("the reporter journals results as they arrive and totals them on finis
   caf::actor_system sys{cfg};
   auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   test::temp_dir dir;
-  auto rep = sys.spawn(reporter, reporter_config{dir.path, "bbcluster test", 1.0, 2});
+  auto rep = sys.spawn(reporter, config_for(dir.path, 2));
 
   eval_result ok;
   ok.job_id = 1;
@@ -77,7 +91,7 @@ TEST_CASE("the reports grow as operators finish, and a stop writes them marked p
   test::temp_dir dir;
   auto board = std::make_shared<progress_board>(
     std::map<std::string, uint64_t>{{"aten.relu.default", 1}, {"aten.add.Tensor", 1}, {"aten.mm.default", 1}});
-  reporter_config rcfg{dir.path, "bbcluster test", 1.0, 3};
+  auto rcfg = config_for(dir.path, 3);
   rcfg.board = board;
   auto rep = sys.spawn(reporter, rcfg);
   sched.run();
@@ -172,7 +186,7 @@ TEST_CASE("many results in a short time: few rewrites of the growing reports, ev
   auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   test::temp_dir dir;
   const size_t n = 100;
-  reporter_config rcfg{dir.path, "bbcluster test", 1.0, n};
+  auto rcfg = config_for(dir.path, n);
   rcfg.reports_interval_s = 0.25;
   auto rep = sys.spawn(reporter, rcfg);
   sched.run();
@@ -225,7 +239,7 @@ TEST_CASE("a result held back by the interval is shown when it ends, with no res
   caf::actor_system sys{cfg};
   auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   test::temp_dir dir;
-  reporter_config rcfg{dir.path, "bbcluster test", 1.0, 3};
+  auto rcfg = config_for(dir.path, 3);
   rcfg.reports_interval_s = 2.0;
   auto rep = sys.spawn(reporter, rcfg);
   sched.run();
@@ -262,7 +276,7 @@ TEST_CASE("detached, as bbcluster spawns it, the reporter paces its rewrites in 
   caf::actor_system sys{cfg};
   test::temp_dir dir;
   const size_t n = 2000;
-  reporter_config rcfg{dir.path, "bbcluster test", 1.0, n};
+  auto rcfg = config_for(dir.path, n);
   rcfg.reports_interval_s = 0.1;
   auto rep = sys.spawn<caf::detached>(reporter, rcfg);
   caf::scoped_actor self{sys};

@@ -230,7 +230,7 @@ TEST_CASE("write_reports tries every file and names each one it could not write"
   test::temp_dir dir;
   auto results = sample_results();
   auto s = score_results(results, 1.0);
-  report_status running{true, true, 2, "", {}};
+  report_status running{true, true, 2, "", {}, {}};
   REQUIRE(write_growing_reports(dir.path, "bbcluster", results, s, running).empty());
   REQUIRE(test::read_file(dir / "OVERALL_SUMMARY.md").find("## Running") != std::string::npos);
   std::string err;
