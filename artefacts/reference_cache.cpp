@@ -14,6 +14,27 @@ namespace bb {
 
 namespace fs = std::filesystem;
 
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(reference_entry, BB_FIELDS_REFERENCE_ENTRY)
+
+std::string reference_entry_json(const reference_entry& e) {
+  return nlohmann::json(e).dump();
+}
+
+reference_entry parse_reference_entry(const std::string& text) {
+  return nlohmann::json::parse(text).get<reference_entry>();
+}
+
+namespace {
+
+std::string read_all(const fs::path& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+} // namespace
+
 std::string reference_cache::key(const std::string& op_name, const std::string& call_text,
                                  const provenance& where, const runner_options& opts) {
   nlohmann::json k = {{"op", op_name},
@@ -52,18 +73,16 @@ std::string reference_cache::path_of(const std::string& key) const {
 std::optional<cached_reference> reference_cache::find(const std::string& key) const {
   if (!enabled())
     return std::nullopt;
-  std::ifstream in(path_of(key));
-  if (!in)
+  std::error_code ec;
+  if (!fs::exists(path_of(key), ec))
     return std::nullopt;
   try {
-    auto j = nlohmann::json::parse(in);
-    if (j.at("key").get<std::string>() != key)
+    auto e = parse_reference_entry(read_all(path_of(key)));
+    if (e.key != key || e.mean_ms <= 0)
       return std::nullopt;
     cached_reference c;
-    j.at("mean_ms").get_to(c.mean_ms);
-    j.at("round_means_ms").get_to(c.round_means_ms);
-    if (c.mean_ms <= 0)
-      return std::nullopt;
+    c.mean_ms = e.mean_ms;
+    c.round_means_ms = e.round_means_ms;
     return c;
   } catch (const std::exception&) {
     return std::nullopt;
@@ -80,7 +99,7 @@ bool reference_cache::store(const std::string& key, const cached_reference& timi
   tmp += ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << nlohmann::json{{"key", key}, {"mean_ms", timing.mean_ms}, {"round_means_ms", timing.round_means_ms}}.dump();
+    out << reference_entry_json({key, timing.mean_ms, timing.round_means_ms});
     if (!out.flush())
       return false;
   }
@@ -104,13 +123,12 @@ known_call_times reference_cache::call_times(const std::string& device) const {
     if (entry.path().extension() != ".json")
       continue;
     try {
-      std::ifstream in(entry.path());
-      auto j = nlohmann::json::parse(in);
-      auto key = nlohmann::json::parse(j.at("key").get<std::string>());
+      auto e = parse_reference_entry(read_all(entry.path()));
+      auto key = nlohmann::json::parse(e.key);
       // Only CUDA keys carry do_bench's budgets.
       if (key.contains("gpu_warmup_ms") != (device == "cuda"))
         continue;
-      out[{key.at("op").get<std::string>(), key.at("input").get<std::string>()}] = j.at("mean_ms").get<double>();
+      out[{key.at("op").get<std::string>(), key.at("input").get<std::string>()}] = e.mean_ms;
     } catch (const std::exception&) {
       continue; // a torn or foreign file says nothing
     }

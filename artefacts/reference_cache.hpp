@@ -16,6 +16,20 @@
 
 namespace bb {
 
+// The fields of a cache file, once: its JSON is made from them.
+#define BB_FIELDS_REFERENCE_ENTRY key, mean_ms, round_means_ms
+/// One file of the reference-time cache: the reference's timing under its key (the key's
+/// JSON text, kept whole so that a hash collision is found out).
+struct reference_entry {
+  std::string key;
+  double mean_ms = 0.0;
+  std::vector<double> round_means_ms;
+};
+
+/// A cache file's text, and back (throws nlohmann::json's exceptions on a bad or torn file).
+std::string reference_entry_json(const reference_entry& e);
+reference_entry parse_reference_entry(const std::string& text);
+
 class reference_cache {
 public:
   /// A cache in `dir` (created when first written); an empty `dir` is a cache that holds

@@ -16,8 +16,12 @@ namespace bb {
 
 using json = nlohmann::json;
 
+// A field added later takes its default when an older sweep.json lacks it (conditions, kept
+// since format 1); args and cwd are required.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(sweep_record, BB_FIELDS_SWEEP_RECORD)
+
 std::string write_sweep_record(const std::string& run_dir, const sweep_record& r) {
-  json j = {{"args", r.args}, {"cwd", r.cwd}, {"format", 1}, {"conditions", r.conditions}};
+  json j = r;
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   if (ec)
@@ -32,10 +36,10 @@ std::string read_sweep_record(const std::string& run_dir, sweep_record& out) {
     return path + ": missing (not a bbcluster run folder, or one whose sweep wrote no reports)";
   try {
     auto j = json::parse(in);
-    out.args = j.at("args").get<std::vector<std::string>>();
-    out.cwd = j.at("cwd").get<std::string>();
+    (void)j.at("args");
+    (void)j.at("cwd");
     // Sweeps recorded before conditions were kept have none: nothing to compare.
-    out.conditions = j.value("conditions", std::map<std::string, std::string>{});
+    out = j.get<sweep_record>();
   } catch (const json::exception& e) {
     return path + ": " + e.what();
   }

@@ -12,6 +12,8 @@
 
 namespace bb {
 
+// The fields of sweep.json, once: its JSON is made from them.
+#define BB_FIELDS_SWEEP_RECORD format, args, cwd, conditions
 /// How a sweep was started, kept in `<run dir>/sweep.json`.
 struct sweep_record {
   /// The arguments after the program name.
@@ -21,6 +23,8 @@ struct sweep_record {
   /// What its results depend on beyond the flags, by name: "torch version", "device",
   /// "timing.cpu_runs", "kernel aten.relu.default" (a kernel file's SHA-256), ...
   std::map<std::string, std::string> conditions;
+  /// The file's format; 1 since conditions were kept.
+  int format = 1;
 };
 
 /// The differences between the conditions a sweep was started under and those of now, one

@@ -14,8 +14,11 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
+#include "artefacts/reference_cache.hpp"
 #include "messages/types.hpp"
 #include "results/journal.hpp"
+#include "results/resume.hpp"
+#include "support.hpp"
 
 using namespace bb;
 
@@ -115,4 +118,26 @@ TEST_CASE("a result crosses the journal's JSON with every field it lists", "[mes
   eval_result plain;
   plain.op_name = "aten.relu.default";
   CHECK(pack(parse_journal_line(journal_line(plain, "job_finished"))) == pack(plain));
+}
+
+TEST_CASE("sweep.json and a reference-time cache file keep every field they list", "[messages]") {
+  sweep_record r;
+  r.format = 7;
+  r.args = {"--suite", "torchbench"};
+  r.cwd = "/somewhere";
+  r.conditions = {{"timing.timer", "adaptive"}};
+  test::temp_dir dir;
+  REQUIRE(write_sweep_record(dir.path, r).empty());
+  sweep_record back;
+  REQUIRE(read_sweep_record(dir.path, back).empty());
+  CHECK(back.format == r.format);
+  CHECK(back.args == r.args);
+  CHECK(back.cwd == r.cwd);
+  CHECK(back.conditions == r.conditions);
+
+  reference_entry e{"{\"op\":\"aten.relu.default\"}", 0.25, {0.24, 0.26}};
+  auto f = parse_reference_entry(reference_entry_json(e));
+  CHECK(f.key == e.key);
+  CHECK(f.mean_ms == e.mean_ms);
+  CHECK(f.round_means_ms == e.round_means_ms);
 }
