@@ -17,7 +17,7 @@ eval_result ended(const eval_job& job, outcome why) {
 
 } // namespace
 
-TEST_CASE("jobs wait for their artefact, then run longest expected work first", "[core]") {
+TEST_CASE("jobs wait for their artefact, then run longest expected work first", "[actors]") {
   job_table t(2);
   auto a = t.add({"aten.a.default", {"x"}, {"y"}});
   auto b = t.add({"aten.b.default", {}, {}});
@@ -46,7 +46,7 @@ TEST_CASE("jobs wait for their artefact, then run longest expected work first", 
   CHECK(t.all_done());
 }
 
-TEST_CASE("a runner fault is retried until the attempt bound, keeping the count", "[core]") {
+TEST_CASE("a runner fault is retried until the attempt bound, keeping the count", "[actors]") {
   job_table t(2);
   auto id = t.add({"aten.a.default", {}, {}});
   t.set_artefact(id, {"aten", "", "", "aten", "", ""});
@@ -60,7 +60,7 @@ TEST_CASE("a runner fault is retried until the attempt bound, keeping the count"
   CHECK(t.done() == 1);
 }
 
-TEST_CASE("kernel verdicts are terminal at once and stale results change nothing", "[core]") {
+TEST_CASE("kernel verdicts are terminal at once and stale results change nothing", "[actors]") {
   job_table t(3);
   auto id = t.add({"aten.a.default", {}, {}});
   t.set_artefact(id, {"aten", "", "", "aten", "", ""});
@@ -75,7 +75,7 @@ TEST_CASE("kernel verdicts are terminal at once and stale results change nothing
   CHECK(t.done() == 1);
 }
 
-TEST_CASE("abandon ends queued and waiting jobs exactly once", "[core]") {
+TEST_CASE("abandon ends queued and waiting jobs exactly once", "[actors]") {
   job_table t(2);
   auto a = t.add({"aten.a.default", {}, {}});
   auto b = t.add({"aten.b.default", {}, {}});
@@ -89,7 +89,7 @@ TEST_CASE("abandon ends queued and waiting jobs exactly once", "[core]") {
   CHECK_FALSE(t.next());
 }
 
-TEST_CASE("a revised job evaluates its next version with fresh fault bounds", "[core]") {
+TEST_CASE("a revised job evaluates its next version with fresh fault bounds", "[actors]") {
   job_table t(2);
   auto id = t.add({"aten.a.default", {"x"}, {}});
   t.set_artefact(id, {"py", "v1.py", "", "h1", "", ""});
@@ -146,7 +146,7 @@ eval_result echoed(const eval_job& job) {
 } // namespace
 
 TEST_CASE("a sharded operator: a job per shard, its version terminal once every shard is, "
-          "merged in input order", "[core]") {
+          "merged in input order", "[actors]") {
   job_table t(2);
   auto id = t.add({"aten.a.default", numbered(10), numbered(10)}, 1, plan_of(10, 4.0));
   t.set_artefact(id, {"aten", "", "", "aten", "", ""});
@@ -181,7 +181,7 @@ TEST_CASE("a sharded operator: a job per shard, its version terminal once every 
 }
 
 TEST_CASE("a shard longer than the queue's share per slot is cut at dispatch, longest first",
-          "[core]") {
+          "[actors]") {
   job_table t(2);
   t.split_at_dispatch(true);
   auto big = t.add({"aten.a.default", numbered(8), numbered(8)}, 1, plan_of(8, 0.0));
@@ -217,7 +217,7 @@ TEST_CASE("a shard longer than the queue's share per slot is cut at dispatch, lo
   CHECK(t.sharded(small));
 }
 
-TEST_CASE("each shard has its own fault bounds, and a revised version runs every shard again", "[core]") {
+TEST_CASE("each shard has its own fault bounds, and a revised version runs every shard again", "[actors]") {
   job_table t(2);
   auto id = t.add({"aten.a.default", numbered(4), numbered(4)}, 1, plan_of(4, 2.0));
   t.set_artefact(id, {"py", "v1.py", "", "h1", "", ""});
@@ -251,7 +251,7 @@ TEST_CASE("each shard has its own fault bounds, and a revised version runs every
 }
 
 TEST_CASE("plans cut operators by the sweep's expected work per slot, and not at all on one slot",
-          "[core]") {
+          "[actors]") {
   suite s;
   s.ops.push_back({"aten.a.default", numbered(30), numbered(30)});
   s.ops.push_back({"aten.b.default", numbered(10), numbered(10)});

@@ -6,7 +6,7 @@ using namespace bb;
 using namespace std::chrono_literals;
 
 TEST_CASE("the report pace rewrites at once when due, else arms one tick for when it is",
-          "[core]") {
+          "[actors]") {
   report_pace pace{2s};
   report_pace::clock::time_point t0{100s};
   CHECK_FALSE(pace.due(t0));
@@ -29,7 +29,7 @@ TEST_CASE("the report pace rewrites at once when due, else arms one tick for whe
   CHECK(pace.due(t0 + 2s));
 }
 
-TEST_CASE("a slow rewrite spaces the next twenty times its duration apart", "[core]") {
+TEST_CASE("a slow rewrite spaces the next twenty times its duration apart", "[actors]") {
   report_pace pace{2s};
   report_pace::clock::time_point t0{100s};
   pace.changed();
@@ -43,7 +43,7 @@ TEST_CASE("a slow rewrite spaces the next twenty times its duration apart", "[co
   CHECK(pace.next() == t0 + 12s);
 }
 
-TEST_CASE("an interval of zero rewrites after every change and never ticks", "[core]") {
+TEST_CASE("an interval of zero rewrites after every change and never ticks", "[actors]") {
   report_pace pace{report_pace::clock::duration::zero()};
   report_pace::clock::time_point t0{100s};
   for (int i = 0; i < 3; ++i) {

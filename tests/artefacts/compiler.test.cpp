@@ -34,7 +34,7 @@ compile_settings settings_in(const bb::test::temp_dir& dir) {
 
 } // namespace
 
-TEST_CASE("cache keys change with the source, the flags and the compiler", "[core]") {
+TEST_CASE("cache keys change with the source, the flags and the compiler", "[artefacts]") {
   auto a = example("relu__default", "relu__default_implementation_v1.cpp");
   auto tc = default_toolchain();
   auto key = cache_key(a, tc, "g++ 12");
@@ -49,14 +49,14 @@ TEST_CASE("cache keys change with the source, the flags and the compiler", "[cor
   CHECK(cache_key(a, tc2, "g++ 12") != key);
 }
 
-TEST_CASE("the first compiler errors are kept for the report", "[core]") {
+TEST_CASE("the first compiler errors are kept for the report", "[artefacts]") {
   std::string log = "g++ -c x.cpp\nIn file included from x.cpp:1:\nx.cpp:3:5: error: 'foo' was not declared\n"
                     "    3 |     foo();\nx.cpp:4:1: error: expected ';'\n";
   auto trimmed = trim_compiler_log(log, 2);
   CHECK(trimmed == "x.cpp:3:5: error: 'foo' was not declared\n    3 |     foo();\n");
 }
 
-TEST_CASE("a kernel compiles once: the second build is a cache hit", "[core][compile]") {
+TEST_CASE("a kernel compiles once: the second build is a cache hit", "[artefacts][compile]") {
   bb::test::temp_dir dir;
   auto s = settings_in(dir);
   auto a = example("relu__default", "relu__default_implementation_v1.cpp");
@@ -76,7 +76,7 @@ TEST_CASE("a kernel compiles once: the second build is a cache hit", "[core][com
   CHECK(std::filesystem::is_empty(dir / "cache/tmp"));
 }
 
-TEST_CASE("a compile error is compile_failed with the message and the full log", "[core][compile]") {
+TEST_CASE("a compile error is compile_failed with the message and the full log", "[artefacts][compile]") {
   bb::test::temp_dir dir;
   auto s = settings_in(dir);
   artefact a;
@@ -91,7 +91,7 @@ TEST_CASE("a compile error is compile_failed with the message and the full log",
   CHECK(bb::test::read_file(out.log_path).find("undefined_function") != std::string::npos);
 }
 
-TEST_CASE("a CUDA kernel on a node without a GPU is needs_cuda, not a compile", "[core]") {
+TEST_CASE("a CUDA kernel on a node without a GPU is needs_cuda, not a compile", "[artefacts]") {
   bb::test::temp_dir dir;
   auto s = settings_in(dir);
   s.has_cuda = false;
@@ -100,7 +100,7 @@ TEST_CASE("a CUDA kernel on a node without a GPU is needs_cuda, not a compile", 
   CHECK(out.message.find("GPU") != std::string::npos);
 }
 
-TEST_CASE("two processes compiling the same source into one cache both succeed", "[core][compile]") {
+TEST_CASE("two processes compiling the same source into one cache both succeed", "[artefacts][compile]") {
   bb::test::temp_dir dir;
   auto s = settings_in(dir);
   s.tools.use_pch = false;

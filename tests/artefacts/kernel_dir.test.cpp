@@ -11,7 +11,7 @@
 
 using namespace bb;
 
-TEST_CASE("SHA-256 of the standard test vectors", "[core]") {
+TEST_CASE("SHA-256 of the standard test vectors", "[artefacts]") {
   CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   CHECK(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
@@ -20,7 +20,7 @@ TEST_CASE("SHA-256 of the standard test vectors", "[core]") {
         == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
-TEST_CASE("folder names convert both ways as BackendBench's do", "[core]") {
+TEST_CASE("folder names convert both ways as BackendBench's do", "[artefacts]") {
   CHECK(ops::op_name_to_folder_name("add.Tensor") == "add__Tensor");
   CHECK(ops::op_name_to_folder_name("aten.add_.Tensor") == "add___Tensor");
   CHECK(ops::op_name_to_folder_name("nn.functional.relu") == "nn__functional__relu");
@@ -34,7 +34,7 @@ TEST_CASE("folder names convert both ways as BackendBench's do", "[core]") {
         == "aten._log_softmax_backward_data.default");
 }
 
-TEST_CASE("folder names round-trip for every operator of the shared traces", "[core]") {
+TEST_CASE("folder names round-trip for every operator of the shared traces", "[artefacts]") {
   auto report = traces::load(BB_TRACES_DIR);
   std::set<std::string> names;
   for (auto& op : report.loaded.ops)
@@ -51,7 +51,7 @@ TEST_CASE("folder names round-trip for every operator of the shared traces", "[c
   }
 }
 
-TEST_CASE("scanning a kernel directory: first file in sorted order, problems named", "[core]") {
+TEST_CASE("scanning a kernel directory: first file in sorted order, problems named", "[artefacts]") {
   bb::test::temp_dir dir;
   namespace fs = std::filesystem;
   for (auto f : {"relu__default", "add___Tensor", "empty__default", "tanh__default", "sin"})

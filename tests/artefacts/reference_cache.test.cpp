@@ -27,7 +27,7 @@ runner_options cuda_opts() {
 
 } // namespace
 
-TEST_CASE("a reference timing is found again under the same key only", "[core]") {
+TEST_CASE("a reference timing is found again under the same key only", "[artefacts]") {
   test::temp_dir dir;
   reference_cache cache(dir / "refs");
   auto key = reference_cache::key("aten.relu.default", "((T([4], f32),), {})", h200(), cuda_opts());
@@ -69,7 +69,7 @@ TEST_CASE("a reference timing is found again under the same key only", "[core]")
 }
 
 TEST_CASE("a reference timed on fresh inputs has its own key, and without the checks the key is "
-          "as before", "[core]") {
+          "as before", "[artefacts]") {
   auto checked = cuda_opts();
   REQUIRE(checked.exploit_checks);
   auto plain = cuda_opts();
@@ -90,7 +90,7 @@ TEST_CASE("a reference timed on fresh inputs has its own key, and without the ch
   CHECK(reference_cache::key("aten.relu.default", "x", h200(), other) == with);
 }
 
-TEST_CASE("a torn cache entry counts as none, and a disabled cache keeps nothing", "[core]") {
+TEST_CASE("a torn cache entry counts as none, and a disabled cache keeps nothing", "[artefacts]") {
   test::temp_dir dir;
   reference_cache cache(dir / "refs");
   auto key = reference_cache::key("aten.relu.default", "x", h200(), cuda_opts());
@@ -109,7 +109,7 @@ TEST_CASE("a torn cache entry counts as none, and a disabled cache keeps nothing
 
 TEST_CASE("a job gets the cached references of its inputs, and a result's measured ones are "
           "kept",
-          "[core]") {
+          "[artefacts]") {
   test::temp_dir dir;
   reference_cache cache(dir / "refs");
   auto opts = cuda_opts();

@@ -31,7 +31,7 @@ std::string other_than(const std::string& x) {
 
 } // namespace
 
-TEST_CASE("settings load over defaults", "[core]") {
+TEST_CASE("settings load over defaults", "[cluster]") {
   test::temp_dir dir;
   test::write_file(dir / "a.toml", "[evaluator]\ndevices = 3\njob_timeout_s = 30\n"
                                    "[timing]\ncpu_runs = 7\n");
@@ -44,7 +44,7 @@ TEST_CASE("settings load over defaults", "[core]") {
   CHECK_FALSE(validate(s));
 }
 
-TEST_CASE("an unknown key names the file, line and key", "[core]") {
+TEST_CASE("an unknown key names the file, line and key", "[cluster]") {
   test::temp_dir dir;
   test::write_file(dir / "b.toml", "[evaluator]\ndevices = 1\n\njob_timeout = 3\n");
   settings s;
@@ -54,7 +54,7 @@ TEST_CASE("an unknown key names the file, line and key", "[core]") {
   CHECK(s.devices == 0); // nothing applied from a bad file
 }
 
-TEST_CASE("a wrong type names the key and both types", "[core]") {
+TEST_CASE("a wrong type names the key and both types", "[cluster]") {
   test::temp_dir dir;
   test::write_file(dir / "c.toml", "[timing]\ncpu_runs = \"many\"\n");
   settings s;
@@ -63,7 +63,7 @@ TEST_CASE("a wrong type names the key and both types", "[core]") {
   CHECK(describe(err) == dir / "c.toml:2:1: key 'timing.cpu_runs' must be an integer, not a string");
 }
 
-TEST_CASE("bad TOML names the line", "[core]") {
+TEST_CASE("bad TOML names the line", "[cluster]") {
   test::temp_dir dir;
   test::write_file(dir / "d.toml", "[run]\np = = 2\n");
   settings s;
@@ -72,7 +72,7 @@ TEST_CASE("bad TOML names the line", "[core]") {
   CHECK(describe(err).rfind(dir / "d.toml:2:", 0) == 0);
 }
 
-TEST_CASE("the shipped default.toml is the one messages/settings.def makes, and loads", "[core]") {
+TEST_CASE("the shipped default.toml is the one messages/settings.def makes, and loads", "[cluster]") {
   auto text = test::read_file(BB_SOURCE_DIR "/configs/default.toml");
   // Regenerate with: build/bin/bbcluster settings toml > configs/default.toml
   CHECK(text == settings_toml());
@@ -99,7 +99,7 @@ TEST_CASE("the shipped default.toml is the one messages/settings.def makes, and 
   CHECK(setting_names().size() > 60);
 }
 
-TEST_CASE("the README's table of settings is the one messages/settings.def makes", "[core]") {
+TEST_CASE("the README's table of settings is the one messages/settings.def makes", "[cluster]") {
   auto readme = test::read_file(BB_SOURCE_DIR "/README.md");
   auto begin = readme.find("<!-- settings table: bbcluster settings markdown -->\n");
   auto end = readme.find("<!-- end of settings table -->");
@@ -112,7 +112,7 @@ TEST_CASE("the README's table of settings is the one messages/settings.def makes
     CHECK(table.find("| `" + name + "` |") != std::string::npos);
 }
 
-TEST_CASE("each setting's documentation, scope and allowed values come from the list", "[core]") {
+TEST_CASE("each setting's documentation, scope and allowed values come from the list", "[cluster]") {
   std::map<std::string, setting_doc> docs;
   for (auto& d : setting_docs())
     docs[d.key] = d;
@@ -135,7 +135,7 @@ TEST_CASE("each setting's documentation, scope and allowed values come from the 
   }
 }
 
-TEST_CASE("set_setting, as --set, takes any key, a string unquoted too, and names a bad one", "[core]") {
+TEST_CASE("set_setting, as --set, takes any key, a string unquoted too, and names a bad one", "[cluster]") {
   settings s;
   REQUIRE_FALSE(set_setting(s, "timing.timer", "adaptive", "--set"));
   CHECK(s.timing.timer == "adaptive");
@@ -160,7 +160,7 @@ TEST_CASE("set_setting, as --set, takes any key, a string unquoted too, and name
   CHECK(s.call_timeout_s == 30.0);
 }
 
-TEST_CASE("sweep settings travel as text and come back the same on a node", "[core]") {
+TEST_CASE("sweep settings travel as text and come back the same on a node", "[cluster]") {
   settings coordinator;
   coordinator.timing.timer = "adaptive";
   coordinator.timing.rounds = 3;
@@ -202,7 +202,7 @@ TEST_CASE("sweep settings travel as text and come back the same on a node", "[co
   CHECK(diff[1] == "timing.timer: sent \"adaptive\", not applied");
 }
 
-TEST_CASE("every runner setting of the list crosses the runner's wire", "[core]") {
+TEST_CASE("every runner setting of the list crosses the runner's wire", "[cluster]") {
   // Each runner setting set away from its default, packed and unpacked: a member the msgpack
   // map leaves out comes back as its default.
   runner_options changed;
@@ -222,7 +222,7 @@ TEST_CASE("every runner setting of the list crosses the runner's wire", "[core]"
 #undef BB_RUNNER_SETTING
 }
 
-TEST_CASE("the checks section's keys are read into the runner's options", "[core]") {
+TEST_CASE("the checks section's keys are read into the runner's options", "[cluster]") {
   test::temp_dir dir;
   test::write_file(dir / "checks.toml", "[checks]\nexploits = false\nsuspicious_speedup = 4\n"
                                         "extra_inputs = \"on\"\n");
@@ -242,7 +242,7 @@ TEST_CASE("the checks section's keys are read into the runner's options", "[core
   CHECK_FALSE(validate(s));
 }
 
-TEST_CASE("checks.extra_inputs = auto is on for the generative backends only", "[core]") {
+TEST_CASE("checks.extra_inputs = auto is on for the generative backends only", "[cluster]") {
   settings s;
   for (auto backend : {"llm", "llm-relay", "kernel_agent"})
     CHECK(extra_inputs_for(s, backend));
@@ -254,7 +254,7 @@ TEST_CASE("checks.extra_inputs = auto is on for the generative backends only", "
   CHECK_FALSE(extra_inputs_for(s, "llm"));
 }
 
-TEST_CASE("bad values in the checks section are refused, naming the key", "[core]") {
+TEST_CASE("bad values in the checks section are refused, naming the key", "[cluster]") {
   test::temp_dir dir;
   auto loaded = [&](const std::string& text) {
     test::write_file(dir / "bad.toml", "[checks]\n" + text + "\n");
@@ -288,7 +288,7 @@ TEST_CASE("bad values in the checks section are refused, naming the key", "[core
   CHECK(loaded("extra_inputs = \"off\"").empty());
 }
 
-TEST_CASE("validation rejects out-of-range values", "[core]") {
+TEST_CASE("validation rejects out-of-range values", "[cluster]") {
   settings s;
   s.max_attempts = 0;
   CHECK(validate(s));
@@ -297,7 +297,7 @@ TEST_CASE("validation rejects out-of-range values", "[core]") {
   CHECK(validate(s));
 }
 
-TEST_CASE("a number out of range names the file, line, column and key", "[core]") {
+TEST_CASE("a number out of range names the file, line, column and key", "[cluster]") {
   test::temp_dir dir;
   auto loaded = [&](const std::string& text) {
     test::write_file(dir / "settings.toml", "[run]\np = 2.0\n[evaluator]\n" + text + "\n");
@@ -340,7 +340,7 @@ TEST_CASE("a number out of range names the file, line, column and key", "[core]"
         == dir / "inline.toml:3:9: llm.temperature must be a finite number in [0, 2], not 1e+308");
 }
 
-TEST_CASE("every number key refuses NaN, infinities and 1e308", "[core]") {
+TEST_CASE("every number key refuses NaN, infinities and 1e308", "[cluster]") {
   test::temp_dir dir;
   settings defaults;
   size_t numbers = 0;
@@ -384,7 +384,7 @@ TEST_CASE("every number key refuses NaN, infinities and 1e308", "[core]") {
   }
 }
 
-TEST_CASE("validate names the key of a value that came from elsewhere", "[core]") {
+TEST_CASE("validate names the key of a value that came from elsewhere", "[cluster]") {
   settings s;
   s.call_timeout_s = std::numeric_limits<double>::quiet_NaN();
   CHECK(describe(validate(s))
@@ -401,7 +401,7 @@ TEST_CASE("validate names the key of a value that came from elsewhere", "[core]"
 }
 
 TEST_CASE("a job's settings are the sweep's, over the slot's device, node, threads and cache folder",
-          "[core]") {
+          "[cluster]") {
   bb::settings s;
   s.timing.rounds = 3;
   s.timing.timer = "adaptive";

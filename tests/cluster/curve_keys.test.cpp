@@ -5,7 +5,7 @@
 
 using namespace bb;
 
-TEST_CASE("CURVE keys: made, read back, and the files a folder already holds", "[core]") {
+TEST_CASE("CURVE keys: made, read back, and the files a folder already holds", "[cluster]") {
   bb::test::temp_dir dir;
   auto keys = dir / "keys";
   CHECK(existing_curve_key_files(keys).empty());

@@ -17,7 +17,7 @@ std::string error_of(const std::string& line) {
 
 } // namespace
 
-TEST_CASE("a hostfile with comments, blank lines, ports and addresses", "[core]") {
+TEST_CASE("a hostfile with comments, blank lines, ports and addresses", "[cluster]") {
   auto hf = parse_hostfile("# the cluster\n"
                            "\n"
                            "worker-1 slots=4\n"
@@ -50,7 +50,7 @@ TEST_CASE("a hostfile with comments, blank lines, ports and addresses", "[core]"
   CHECK(hf.hosts[5].line == 9);
 }
 
-TEST_CASE("an empty hostfile or one of comments has no hosts and no errors", "[core]") {
+TEST_CASE("an empty hostfile or one of comments has no hosts and no errors", "[cluster]") {
   for (auto text : {"", "\n\n", "# nothing yet\n  # still nothing\n"}) {
     auto hf = parse_hostfile(text, "hosts.txt", 5555);
     CHECK(hf.hosts.empty());
@@ -59,7 +59,7 @@ TEST_CASE("an empty hostfile or one of comments has no hosts and no errors", "[c
 }
 
 TEST_CASE("a duplicate host is an error naming its first line, and another port is no duplicate",
-          "[core]") {
+          "[cluster]") {
   auto hf = parse_hostfile("worker-1 slots=4\n"
                            "worker-1:29501 slots=4\n"
                            "worker-1 slots=2\n"
@@ -77,7 +77,7 @@ TEST_CASE("a duplicate host is an error naming its first line, and another port 
   CHECK(hf.errors[2] == "hosts.txt:6: [::1]:5 is the same node as line 5 (::1, port 5)");
 }
 
-TEST_CASE("a host without a port is on the default port: n1 and n1:5555 are one node", "[core]") {
+TEST_CASE("a host without a port is on the default port: n1 and n1:5555 are one node", "[cluster]") {
   auto hf = parse_hostfile("n1 slots=1\nn1:5555 slots=2\nN1:5556 slots=1\n[::1]:5555 slots=1\n"
                            "[::1] slots=1\n",
                            "hosts.txt", 5555);
@@ -95,7 +95,7 @@ TEST_CASE("a host without a port is on the default port: n1 and n1:5555 are one 
 }
 
 TEST_CASE("node names are the host, or host-port where a host has several nodes, never shared",
-          "[core]") {
+          "[cluster]") {
   auto hf = parse_hostfile("n1 slots=1\nn2 slots=1\nN1:6000 slots=1\n[::1]:7 slots=1\n", "hosts.txt", 5555);
   REQUIRE(hf.errors.empty());
   CHECK(node_names(hf.hosts, 5555) == std::vector<std::string>{"n1-5555", "n2", "N1-6000", "::1"});
@@ -105,7 +105,7 @@ TEST_CASE("node names are the host, or host-port where a host has several nodes,
   CHECK(node_names(odd.hosts, 5555) == std::vector<std::string>{"n1-5555", "n1-6000", "N1-6000-2"});
 }
 
-TEST_CASE("every kind of bad line has its own message and is left out", "[core]") {
+TEST_CASE("every kind of bad line has its own message and is left out", "[cluster]") {
   CHECK(error_of("worker-1 slot=2")
         == "hosts.txt:2: expected 'slots=N' after the host, found 'slot=2'");
   CHECK(error_of("worker-1")
@@ -141,7 +141,7 @@ TEST_CASE("every kind of bad line has its own message and is left out", "[core]"
   CHECK(error_of("[::1]:99999 slots=1") == "hosts.txt:2: port must be 1..65535, not '99999'");
 }
 
-TEST_CASE("bad lines are left out, good ones kept, each error on its own line", "[core]") {
+TEST_CASE("bad lines are left out, good ones kept, each error on its own line", "[cluster]") {
   auto hf = parse_hostfile("a slots=1\nb slots=0\n\nc slots=3\nd\n", "cluster/hosts", 5555);
   REQUIRE(hf.hosts.size() == 2);
   CHECK(hf.hosts[0].host == "a");
@@ -152,7 +152,7 @@ TEST_CASE("bad lines are left out, good ones kept, each error on its own line", 
   CHECK(hf.errors[1] == "cluster/hosts:5: expected 'slots=N' after the host, found end of line");
 }
 
-TEST_CASE("load_hostfile reads a file, and a missing file or a folder is one error", "[core]") {
+TEST_CASE("load_hostfile reads a file, and a missing file or a folder is one error", "[cluster]") {
   bb::test::temp_dir dir;
   bb::test::write_file(dir / "hosts.txt", "# two nodes\nn1 slots=2\nn2:6000 slots=1\nn1 slots=1\n");
   auto hf = load_hostfile(dir / "hosts.txt", 5555);

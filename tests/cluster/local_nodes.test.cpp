@@ -47,7 +47,7 @@ bool gone_within(pid_t pid, int seconds) {
 
 } // namespace
 
-TEST_CASE("nodes of a live coordinator are left alone", "[core]") {
+TEST_CASE("nodes of a live coordinator are left alone", "[cluster]") {
   bb::test::temp_dir dir;
   auto nodes = dir / "nodes";
   std::filesystem::create_directories(nodes);
@@ -68,7 +68,7 @@ TEST_CASE("nodes of a live coordinator are left alone", "[core]") {
   CHECK_FALSE(std::filesystem::exists(nodes + "/n1.pid"));
 }
 
-TEST_CASE("nodes whose coordinator is gone are ended, if they serve the folder", "[core]") {
+TEST_CASE("nodes whose coordinator is gone are ended, if they serve the folder", "[cluster]") {
   bb::test::temp_dir dir;
   auto nodes = dir / "run/nodes";
   std::filesystem::create_directories(nodes);

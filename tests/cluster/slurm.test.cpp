@@ -41,7 +41,7 @@ uint32_t gpus_with(const std::string& var, const std::string& value) {
 
 } // namespace
 
-TEST_CASE("node lists expand as scontrol show hostnames does", "[core]") {
+TEST_CASE("node lists expand as scontrol show hostnames does", "[cluster]") {
   CHECK(expand("node[01-03,07],gpu-a[1-2],login")
         == strings{"node01", "node02", "node03", "node07", "gpu-a1", "gpu-a2", "login"});
   CHECK(expand("login") == strings{"login"});
@@ -60,7 +60,7 @@ TEST_CASE("node lists expand as scontrol show hostnames does", "[core]") {
   CHECK(expand("n[1-1000]").back() == "n1000");
 }
 
-TEST_CASE("a malformed node list is an error naming the character", "[core]") {
+TEST_CASE("a malformed node list is an error naming the character", "[cluster]") {
   CHECK(expand_error("node[1-3") == "node list 'node[1-3', character 5: '[' is never closed");
   CHECK(expand_error("node1-3]") == "node list 'node1-3]', character 8: ']' without '['");
   CHECK(expand_error("n[1-[2]]") == "node list 'n[1-[2]]', character 5: '[' inside brackets");
@@ -80,7 +80,7 @@ TEST_CASE("a malformed node list is an error naming the character", "[core]") {
         == "node list 'a[0-2000]b[0-2000]', character 1: more than 1048576 hosts");
 }
 
-TEST_CASE("outside an allocation there is no Slurm job", "[core]") {
+TEST_CASE("outside an allocation there is no Slurm job", "[cluster]") {
   std::string error;
   CHECK_FALSE(read_slurm_allocation({{"SLURM_JOB_NODELIST", "n1"}}, error));
   CHECK(error
@@ -90,7 +90,7 @@ TEST_CASE("outside an allocation there is no Slurm job", "[core]") {
   CHECK(error.find("no SLURM_JOB_ID") != std::string::npos);
 }
 
-TEST_CASE("an allocation's job, nodes and GPUs", "[core]") {
+TEST_CASE("an allocation's job, nodes and GPUs", "[cluster]") {
   std::string error;
   auto a = read_slurm_allocation(job_env(), error);
   REQUIRE(a);
@@ -111,7 +111,7 @@ TEST_CASE("an allocation's job, nodes and GPUs", "[core]") {
   CHECK(error == "Slurm job 9 names no nodes (no SLURM_JOB_NODELIST)");
 }
 
-TEST_CASE("GPUs per node from each variable, in order of preference", "[core]") {
+TEST_CASE("GPUs per node from each variable, in order of preference", "[cluster]") {
   CHECK(gpus_with("SLURM_GPUS_ON_NODE", "8") == 8);
   CHECK(gpus_with("SLURM_GPUS_PER_NODE", "4") == 4);
   CHECK(gpus_with("SLURM_GPUS_PER_NODE", "gpu:4") == 4);
@@ -137,7 +137,7 @@ TEST_CASE("GPUs per node from each variable, in order of preference", "[core]") 
   CHECK(read_slurm_allocation(env, error)->gpus_per_node == 1);
 }
 
-TEST_CASE("a malformed GPU variable is an error naming it", "[core]") {
+TEST_CASE("a malformed GPU variable is an error naming it", "[cluster]") {
   auto env = job_env();
   env["SLURM_GPUS_PER_NODE"] = "gpu:h100";
   std::string error;
@@ -148,7 +148,7 @@ TEST_CASE("a malformed GPU variable is an error naming it", "[core]") {
   CHECK(error == "SLURM_GPUS_ON_NODE is 'four', not a GPU count");
 }
 
-TEST_CASE("current_environment holds this process's variables", "[core]") {
+TEST_CASE("current_environment holds this process's variables", "[cluster]") {
   ::setenv("BB_SLURM_TEST_VAR", "a=b", 1);
   auto env = current_environment();
   CHECK(env["BB_SLURM_TEST_VAR"] == "a=b");

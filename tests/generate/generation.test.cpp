@@ -39,7 +39,7 @@ eval_result evaluated(const std::string& outcome, std::vector<bool> correct,
 
 } // namespace
 
-TEST_CASE("an operator's brief names its folder, schema and largest inputs", "[core]") {
+TEST_CASE("an operator's brief names its folder, schema and largest inputs", "[generate]") {
   auto b = make_op_brief("aten.add.Tensor", "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
                          {"a", "b", "c", "d", "e", "f", "g"}, 3);
   CHECK(b.folder == "add__Tensor");
@@ -47,7 +47,7 @@ TEST_CASE("an operator's brief names its folder, schema and largest inputs", "[c
   CHECK(kernel_folder("aten.relu.default") == "relu__default");
 }
 
-TEST_CASE("the prompt carries schema, inputs, entry point, ABI and feedback", "[core]") {
+TEST_CASE("the prompt carries schema, inputs, entry point, ABI and feedback", "[generate]") {
   auto b = make_op_brief("aten.relu.default", "aten::relu(Tensor self) -> Tensor",
                          {"((T([64, 128], f16),), {})"});
   auto triton = kernel_prompt(b, kernel_dsl::triton, "");
@@ -71,7 +71,7 @@ TEST_CASE("the prompt carries schema, inputs, entry point, ABI and feedback", "[
   CHECK_FALSE(parse_dsl("opencl", d));
 }
 
-TEST_CASE("feedback says what went wrong with the previous version", "[core]") {
+TEST_CASE("feedback says what went wrong with the previous version", "[generate]") {
   SECTION("incorrect inputs with their errors and max errors, and timings") {
     auto r = evaluated("ok", {true, false}, {0.8});
     auto f = describe_for_feedback(r, "def tanh__default_kernel_impl(x): return x", 1.0);
@@ -106,7 +106,7 @@ TEST_CASE("feedback says what went wrong with the previous version", "[core]") {
   }
 }
 
-TEST_CASE("code comes from the fenced block that fits the language", "[core]") {
+TEST_CASE("code comes from the fenced block that fits the language", "[generate]") {
   auto py = extract_code("Sure.\n```cpp\nint x;\n```\nand\n```python\ndef f():\n    pass\n```\n",
                          kernel_dsl::triton);
   CHECK(py.code == "def f():\n    pass\n");
@@ -129,7 +129,7 @@ TEST_CASE("code comes from the fenced block that fits the language", "[core]") {
   CHECK(inner.code == "s = '```'\nx = 1\n");
 }
 
-TEST_CASE("KernelAgent's kernel_function becomes the entry point", "[core]") {
+TEST_CASE("KernelAgent's kernel_function becomes the entry point", "[generate]") {
   auto code = std::string("import torch\n\ndef kernel_function(x):\n    return x.clamp(min=0)\n");
   auto exposed = expose_entry_point(code, "relu__default");
   CHECK_THAT(exposed, Catch::EndsWith("relu__default_kernel_impl = kernel_function\n"));
@@ -139,7 +139,7 @@ TEST_CASE("KernelAgent's kernel_function becomes the entry point", "[core]") {
   CHECK(expose_entry_point(neither, "relu__default") == neither);
 }
 
-TEST_CASE("versions go on until one is correct, and the best correct one stands", "[core]") {
+TEST_CASE("versions go on until one is correct, and the best correct one stands", "[generate]") {
   version_policy policy;
   policy.max_versions = 3;
   version_history h;
@@ -172,7 +172,7 @@ TEST_CASE("versions go on until one is correct, and the best correct one stands"
   }
 }
 
-TEST_CASE("without a correct version the latest stands", "[core]") {
+TEST_CASE("without a correct version the latest stands", "[generate]") {
   version_policy policy;
   policy.max_versions = 2;
   version_history h;
@@ -188,7 +188,7 @@ TEST_CASE("without a correct version the latest stands", "[core]") {
   CHECK(result_line(evaluated("ok", {true, false}, {1.0})).find("incorrect: 1/2") == 0);
 }
 
-TEST_CASE("KernelAgent's test code holds the suite's inputs and the aten operator", "[core]") {
+TEST_CASE("KernelAgent's test code holds the suite's inputs and the aten operator", "[generate]") {
   auto b = make_op_brief("aten.leaky_relu.default", "", {"((T([8, 16], f16), 0.2,), {})"});
   auto t = agent_test_code(b);
   CHECK_THAT(t, Catch::Contains("OP = torch.ops.aten.leaky_relu.default"));
@@ -206,7 +206,7 @@ TEST_CASE("KernelAgent's test code holds the suite's inputs and the aten operato
 }
 
 TEST_CASE("KernelAgent's test code carries the previous version's evaluation to the kernel "
-          "prompts", "[core]") {
+          "prompts", "[generate]") {
   auto b = make_op_brief("aten.tanh.default", "aten::tanh(Tensor self) -> Tensor",
                          {"((T([8, 16], f16),), {})"});
   // v1 was wrong on an input of the evaluation that is not among the examples.
@@ -248,7 +248,7 @@ TEST_CASE("KernelAgent's test code carries the previous version's evaluation to 
   CHECK_THAT(agent_test_code(b, quoted), Catch::Contains("AssertionError: expected \\\"a\\\\b\\\"\"),"));
 }
 
-TEST_CASE("a version that cannot be scored here ends the operator's versions", "[core]") {
+TEST_CASE("a version that cannot be scored here ends the operator's versions", "[generate]") {
   version_policy policy;
   version_history h;
   auto v1 = evaluated("needs_cuda", {}, {});
@@ -259,7 +259,7 @@ TEST_CASE("a version that cannot be scored here ends the operator's versions", "
   CHECK(h.standing().outcome == bb::outcome::needs_cuda);
 }
 
-TEST_CASE("the flag --dsl: cutedsl and helion ask for .py kernels with their languages' ABI", "[core]") {
+TEST_CASE("the flag --dsl: cutedsl and helion ask for .py kernels with their languages' ABI", "[generate]") {
   auto b = make_op_brief("aten.relu.default", "aten::relu(Tensor self) -> Tensor", {});
   auto cute = kernel_prompt(b, kernel_dsl::cutedsl, "");
   CHECK_THAT(cute, Catch::Contains("fast CuTe DSL kernel"));

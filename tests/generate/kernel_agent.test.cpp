@@ -24,7 +24,7 @@ void write_round(const fs::path& session, int worker, int round, bool success,
 
 } // namespace
 
-TEST_CASE("the last round of an agent that found no kernel says what failed", "[core]") {
+TEST_CASE("the last round of an agent that found no kernel says what failed", "[generate]") {
   bb::test::temp_dir tmp;
   auto session = fs::path(tmp.path) / "session_20260114_152250_994449";
   CHECK(last_round_failure(session.string()).where.empty()); // no session, no rounds
@@ -49,7 +49,7 @@ TEST_CASE("the last round of an agent that found no kernel says what failed", "[
   CHECK(last.line == "NameError: name 'tl' is not defined");
 }
 
-TEST_CASE("a missing provider is explained with what to set", "[core]") {
+TEST_CASE("a missing provider is explained with what to set", "[generate]") {
   auto relay = provider_advice("KernelAgent has no provider for model 'scripted': No available provider "
                                "for model 'scripted'. Tried providers: ['RelayProvider']. Check API "
                                "keys and dependencies.");
@@ -70,7 +70,7 @@ TEST_CASE("a missing provider is explained with what to set", "[core]") {
   CHECK_THAT(pinned, Catch::Contains("--llm-provider"));
 }
 
-TEST_CASE("a configuration error is final, and an agent that raised is run again", "[core]") {
+TEST_CASE("a configuration error is final, and an agent that raised is run again", "[generate]") {
   bb::test::temp_dir tmp;
   // An adapter that answers each run with the result named in its folder, counting runs.
   bb::test::write_file(tmp / "adapter.py",

@@ -41,7 +41,7 @@ author_request relu_request() {
 
 } // namespace
 
-TEST_CASE("chat completions and messages requests carry model, prompt and key", "[core]") {
+TEST_CASE("chat completions and messages requests carry model, prompt and key", "[generate]") {
   auto c = openai_config();
   auto r = make_llm_request(c, "write relu");
   CHECK(r.url == "http://127.0.0.1:9/v1/chat/completions");
@@ -64,7 +64,7 @@ TEST_CASE("chat completions and messages requests carry model, prompt and key", 
   CHECK(ab["max_tokens"] == 8192);
 }
 
-TEST_CASE("replies are read for both providers, and bad ones say why", "[core]") {
+TEST_CASE("replies are read for both providers, and bad ones say why", "[generate]") {
   std::string err;
   auto text = reply_text("openai", ok_reply("hello").body, err);
   REQUIRE(text);
@@ -79,7 +79,7 @@ TEST_CASE("replies are read for both providers, and bad ones say why", "[core]")
   CHECK_THAT(err, Catch::Contains("unexpected shape"));
 }
 
-TEST_CASE("retries wait as Retry-After says, else back off exponentially", "[core]") {
+TEST_CASE("retries wait as Retry-After says, else back off exponentially", "[generate]") {
   auto c = openai_config();
   http_response r;
   r.status = 429;
@@ -105,7 +105,7 @@ TEST_CASE("retries wait as Retry-After says, else back off exponentially", "[cor
   CHECK_FALSE(is_retryable(unauthorized));
 }
 
-TEST_CASE("failures are described without the key", "[core]") {
+TEST_CASE("failures are described without the key", "[generate]") {
   auto c = openai_config();
   http_response r;
   r.status = 401;
@@ -115,7 +115,7 @@ TEST_CASE("failures are described without the key", "[core]") {
   CHECK_THAT(text, !Catch::Contains("sk-secret"));
 }
 
-TEST_CASE("ask_llm retries 429 and 5xx, takes the code, and explains what it could not", "[core]") {
+TEST_CASE("ask_llm retries 429 and 5xx, takes the code, and explains what it could not", "[generate]") {
   auto c = openai_config();
   std::vector<double> slept;
   auto sleep = [&](double s) { slept.push_back(s); };
@@ -174,7 +174,7 @@ TEST_CASE("ask_llm retries 429 and 5xx, takes the code, and explains what it cou
   }
 }
 
-TEST_CASE("the llm configuration is checked before a campaign", "[core]") {
+TEST_CASE("the llm configuration is checked before a campaign", "[generate]") {
   auto c = openai_config();
   CHECK(check(c).empty());
   c.model.clear();

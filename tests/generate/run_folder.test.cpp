@@ -18,7 +18,7 @@ std::string slurp(const fs::path& p) {
 
 } // namespace
 
-TEST_CASE("a run folder holds versions, sessions and summaries in KernelAgent's layout", "[core]") {
+TEST_CASE("a run folder holds versions, sessions and summaries in KernelAgent's layout", "[generate]") {
   bb::test::temp_dir tmp;
   run_folder f;
   REQUIRE(f.create(tmp.path, "kernel_agent", {{"KernelAgent workers", "4"}},

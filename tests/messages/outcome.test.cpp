@@ -7,7 +7,7 @@
 
 using namespace bb;
 
-TEST_CASE("every outcome has a name that reads back as itself", "[core]") {
+TEST_CASE("every outcome has a name that reads back as itself", "[messages]") {
   for (int i = 0; i <= static_cast<int>(last_outcome); ++i) {
     auto x = static_cast<outcome>(i);
     std::string name = to_string(x);
@@ -22,7 +22,7 @@ TEST_CASE("every outcome has a name that reads back as itself", "[core]") {
   CHECK_FALSE(outcome_prefix("incorrectly: no").has_value());
 }
 
-TEST_CASE("the rules of the outcomes", "[core]") {
+TEST_CASE("the rules of the outcomes", "[messages]") {
   CHECK(is_retryable(outcome::crashed));
   CHECK(is_retryable(outcome::timed_out));
   CHECK(is_retryable(outcome::infra_error));
@@ -42,7 +42,7 @@ TEST_CASE("the rules of the outcomes", "[core]") {
   CHECK_FALSE(fails_job(outcome::unsupported));
 }
 
-TEST_CASE("an outcome travels by name in msgpack and in the journal", "[core]") {
+TEST_CASE("an outcome travels by name in msgpack and in the journal", "[messages]") {
   eval_result r;
   r.op_name = "aten.relu.default";
   r.outcome = outcome::timed_out;

@@ -8,7 +8,7 @@
 
 using namespace bb;
 
-TEST_CASE("frames carry msgpack records across a socketpair", "[core]") {
+TEST_CASE("frames carry msgpack records across a socketpair", "[process]") {
   int sv[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
   runner_request req;
@@ -30,7 +30,7 @@ TEST_CASE("frames carry msgpack records across a socketpair", "[core]") {
   ::close(sv[1]);
 }
 
-TEST_CASE("an oversized length prefix is an error, not an allocation", "[core]") {
+TEST_CASE("an oversized length prefix is an error, not an allocation", "[process]") {
   int sv[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
   unsigned char huge[4] = {0xff, 0xff, 0xff, 0xff};

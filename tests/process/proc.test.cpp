@@ -11,7 +11,7 @@
 
 #include "process/proc.hpp"
 
-TEST_CASE("/proc: a process's own stat line, and a child found by its parent", "[core]") {
+TEST_CASE("/proc: a process's own stat line, and a child found by its parent", "[process]") {
   auto self = bb::read_proc_stat(::getpid());
   REQUIRE(self);
   CHECK(self->pid == ::getpid());
@@ -34,7 +34,7 @@ TEST_CASE("/proc: a process's own stat line, and a child found by its parent", "
   CHECK_FALSE(bb::read_proc_stat(child));
 }
 
-TEST_CASE("/proc: a process's command line and working folder", "[core]") {
+TEST_CASE("/proc: a process's command line and working folder", "[process]") {
   pid_t child = ::fork();
   if (child == 0) {
     if (::chdir("/tmp") == 0)

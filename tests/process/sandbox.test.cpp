@@ -42,7 +42,7 @@ size_t position(const words& all, const words& seq) {
 
 } // namespace
 
-TEST_CASE("sandbox modes are read and written by name", "[core]") {
+TEST_CASE("sandbox modes are read and written by name", "[process]") {
   bb::sandbox_mode m = bb::sandbox_mode::off;
   CHECK(bb::from_string("auto", m));
   CHECK(m == bb::sandbox_mode::automatic);
@@ -55,7 +55,7 @@ TEST_CASE("sandbox modes are read and written by name", "[core]") {
 }
 
 TEST_CASE("the sandbox command: namespaces, read-only system, private /tmp, the program last",
-          "[core]") {
+          "[process]") {
   bb::sandbox_policy p;
   p.tmp_bytes = 4 << 20;
   auto cmd = bb::sandbox_command(p, {"/opt/bbrunner", "--fd", "5"}, "/usr/bin/bwrap", false);
@@ -77,7 +77,7 @@ TEST_CASE("the sandbox command: namespaces, read-only system, private /tmp, the 
   CHECK(std::count(cmd.begin(), cmd.end(), "--close-fds") == 0);
 }
 
-TEST_CASE("the sandbox command started by root drops to the unprivileged user", "[core]") {
+TEST_CASE("the sandbox command started by root drops to the unprivileged user", "[process]") {
   bb::sandbox_policy p;
   p.unprivileged_uid = 65000;
   auto cmd = bb::sandbox_command(p, {"/bin/true"}, "bwrap", true);
@@ -87,7 +87,7 @@ TEST_CASE("the sandbox command started by root drops to the unprivileged user", 
 }
 
 TEST_CASE("the sandbox command hides folders and shows what the program needs inside them",
-          "[core]") {
+          "[process]") {
   build_dir dir;
   for (auto sub : {"home/.cache/venv/lib", "home/keys", "work/run/scratch", "cache/objects/ab", "cache/pch"})
     std::filesystem::create_directories(dir / sub);
@@ -133,7 +133,7 @@ TEST_CASE("the sandbox command hides folders and shows what the program needs in
   CHECK(has_sequence(cmd, {"--dev-bind", "/dev/nvidiactl", "/dev/nvidiactl"}));
 }
 
-TEST_CASE("what lies in /tmp is not hidden: the sandbox's /tmp is a fresh one", "[core]") {
+TEST_CASE("what lies in /tmp is not hidden: the sandbox's /tmp is a fresh one", "[process]") {
   bb::test::temp_dir dir;
   std::filesystem::create_directories(dir / "run");
   bb::sandbox_policy p;
@@ -146,7 +146,7 @@ TEST_CASE("what lies in /tmp is not hidden: the sandbox's /tmp is a fresh one", 
   CHECK(has_sequence(cmd, {"--tmpfs", dir / "run/scratch/slot0"}));
 }
 
-TEST_CASE("a GPU slot's device nodes are its own GPU and the shared control nodes", "[core]") {
+TEST_CASE("a GPU slot's device nodes are its own GPU and the shared control nodes", "[process]") {
   bb::test::temp_dir dev;
   for (auto n : {"nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm", "nvidia-caps", "null"})
     bb::test::write_file(dev / n, "");
@@ -165,20 +165,20 @@ TEST_CASE("a GPU slot's device nodes are its own GPU and the shared control node
         == std::vector<std::string>{box / "nvidia-uvm", box / "nvidia2", box / "nvidiactl"});
 }
 
-TEST_CASE("a death by signal inside bwrap is described as the signal", "[core]") {
+TEST_CASE("a death by signal inside bwrap is described as the signal", "[process]") {
   CHECK(bb::describe_sandboxed_status(W_EXITCODE(128 + SIGSEGV, 0)) == "killed by signal 11 (SIGSEGV)");
   CHECK(bb::describe_sandboxed_status(W_EXITCODE(3, 0)) == "exited with status 3");
   CHECK(bb::describe_sandboxed_status(SIGKILL) == "killed by signal 9 (SIGKILL)");
 }
 
-TEST_CASE("the Python environment is its venv and the installation it was made from", "[core]") {
+TEST_CASE("the Python environment is its venv and the installation it was made from", "[process]") {
   auto folders = bb::python_environment_folders(bb::build_python());
   REQUIRE(!folders.empty());
   CHECK(std::filesystem::exists(std::filesystem::path(folders.front()) / "bin"));
   CHECK(bb::python_environment_folders("python3").empty());
 }
 
-TEST_CASE("the sandbox setting is checked", "[core]") {
+TEST_CASE("the sandbox setting is checked", "[process]") {
   bb::test::temp_dir dir;
   bb::settings s;
   CHECK(s.sandbox == "auto");

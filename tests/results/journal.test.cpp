@@ -11,7 +11,7 @@
 
 using namespace bb;
 
-TEST_CASE("journal lines round-trip every field", "[core]") {
+TEST_CASE("journal lines round-trip every field", "[results]") {
   eval_result r;
   r.job_id = 42;
   r.attempt = 2;
@@ -57,7 +57,7 @@ TEST_CASE("journal lines round-trip every field", "[core]") {
   CHECK(back.wall_seconds == 1.25);
 }
 
-TEST_CASE("the journal writer appends one flushed line per result", "[core]") {
+TEST_CASE("the journal writer appends one flushed line per result", "[results]") {
   bb::test::temp_dir dir;
   auto path = dir / "results.jsonl";
   {
@@ -81,12 +81,12 @@ TEST_CASE("the journal writer appends one flushed line per result", "[core]") {
   CHECK(lines == 2);
 }
 
-TEST_CASE("a malformed journal line throws", "[core]") {
+TEST_CASE("a malformed journal line throws", "[results]") {
   CHECK_THROWS(parse_journal_line("{\"job_id\": 1}"));
   CHECK_THROWS(parse_journal_line("not json"));
 }
 
-TEST_CASE("a journal line that cannot be written whole is cut off again", "[core]") {
+TEST_CASE("a journal line that cannot be written whole is cut off again", "[results]") {
   bb::test::temp_dir dir;
   auto path = dir / "results.jsonl";
   eval_result r;
@@ -112,7 +112,7 @@ TEST_CASE("a journal line that cannot be written whole is cut off again", "[core
   CHECK(ids == std::vector<uint64_t>{0, 3});
 }
 
-TEST_CASE("a journal that cannot be opened says where and why", "[core]") {
+TEST_CASE("a journal that cannot be opened says where and why", "[results]") {
   bb::test::temp_dir dir;
   journal_writer w;
   CHECK_FALSE(w.open(dir / "no/such/results.jsonl"));

@@ -4,7 +4,7 @@
 
 using namespace bb;
 
-TEST_CASE("the profile table names profile.json only when it was written", "[core]") {
+TEST_CASE("the profile table names profile.json only when it was written", "[results]") {
   eval_result r;
   r.where.node = "local";
   r.phases = {{"runner_start", 0.5}, {"time_kernel", 2.0}};
@@ -19,7 +19,7 @@ TEST_CASE("the profile table names profile.json only when it was written", "[cor
 }
 
 TEST_CASE("the profile shows the reporter's CPU per result, with or without job phases",
-          "[core]") {
+          "[results]") {
   sweep_profile p;
   p.reporter = {0.5, 250, 7, 0.25};
   CHECK(format_profile(p, "") == "reporter: 0.50 s CPU for 250 results (2.00 ms each), 7 rewrites "

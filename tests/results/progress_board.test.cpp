@@ -19,7 +19,7 @@ eval_result result_of(const std::string& op, bool correct, outcome o = outcome::
 
 } // namespace
 
-TEST_CASE("the progress board counts operators, inputs, slots and failures", "[core]") {
+TEST_CASE("the progress board counts operators, inputs, slots and failures", "[results]") {
   progress_board board({{"aten.relu.default", 10}, {"aten.add.Tensor", 30}, {"aten.mm.default", 60}},
                        {result_of("aten.relu.default", true)});
   auto a = board.add_slot("local");
@@ -68,7 +68,7 @@ TEST_CASE("the progress board counts operators, inputs, slots and failures", "[c
   CHECK_THAT(line, Catch::EndsWith("failures: crashed 1, incorrect 1"));
 }
 
-TEST_CASE("a sharded operator's inputs count as its shards finish, each input once", "[core]") {
+TEST_CASE("a sharded operator's inputs count as its shards finish, each input once", "[results]") {
   progress_board board({{"aten.mm.default", 10}});
   auto shard = result_of("aten.mm.default", true);
   shard.shard = {0, 4, 10, 0, 4, 10};
@@ -86,7 +86,7 @@ TEST_CASE("a sharded operator's inputs count as its shards finish, each input on
   CHECK(s.inputs_done_here == 10);
 }
 
-TEST_CASE("the progress block fits the terminal's width", "[core]") {
+TEST_CASE("the progress block fits the terminal's width", "[results]") {
   progress_board board({{"aten.relu.default", 1}});
   auto slot = board.add_slot("a-node-with-a-long-name");
   board.slot_busy(slot, "a_very_long_operator_name.with_an_overload");
@@ -94,13 +94,13 @@ TEST_CASE("the progress block fits the terminal's width", "[core]") {
     CHECK(line.size() <= 30);
 }
 
-TEST_CASE("durations read as h:mm:ss or m:ss", "[core]") {
+TEST_CASE("durations read as h:mm:ss or m:ss", "[results]") {
   CHECK(format_duration(0) == "0:00");
   CHECK(format_duration(65) == "1:05");
   CHECK(format_duration(3600 + 62) == "1:01:02");
 }
 
-TEST_CASE("the board keeps each failed write once, in the order they came", "[core]") {
+TEST_CASE("the board keeps each failed write once, in the order they came", "[results]") {
   progress_board board({{"aten.relu.default", 1}});
   CHECK(board.failed_writes().empty());
   board.write_failed("cannot append to /r/results.jsonl: No space left on device");

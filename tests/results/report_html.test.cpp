@@ -33,7 +33,7 @@ size_t count(const std::string& text, const std::string& what) {
 
 } // namespace
 
-TEST_CASE("an operator's speedup is the geomean of its inputs with a 95% interval", "[core]") {
+TEST_CASE("an operator's speedup is the geomean of its inputs with a 95% interval", "[results]") {
   auto one = speedup_of(timed("aten.relu.default", true, {2.0}).performance);
   CHECK(one.inputs == 1);
   CHECK(one.geomean == Approx(2.0));
@@ -51,7 +51,7 @@ TEST_CASE("an operator's speedup is the geomean of its inputs with a 95% interva
 }
 
 TEST_CASE("report.html holds every operator, the scores, the chart and no outside resource",
-          "[core]") {
+          "[results]") {
   report_page page;
   page.command = "bbcluster --suite torchbench --ops <relu>";
   page.ops_total = 3;
@@ -93,7 +93,7 @@ TEST_CASE("report.html holds every operator, the scores, the chart and no outsid
   CHECK_THAT(stopped, Catch::Contains("bbcluster --resume /runs/a"));
 }
 
-TEST_CASE("report.html shows a campaign's versions and which one stands", "[core]") {
+TEST_CASE("report.html shows a campaign's versions and which one stands", "[results]") {
   report_page page;
   page.ops_total = 1;
   page.results = {timed("aten.relu.default", true, {1.2}, 2)};
@@ -109,7 +109,7 @@ TEST_CASE("report.html shows a campaign's versions and which one stands", "[core
   CHECK_THAT(render_report_html(page, "now"), !Catch::Contains("<h2>Versions</h2>"));
 }
 
-TEST_CASE("report.html's operator table has a flags column, empty for none", "[core]") {
+TEST_CASE("report.html's operator table has a flags column, empty for none", "[results]") {
   report_page page;
   page.ops_total = 2;
   page.results = {timed("aten.relu.default", true, {1.5}), timed("aten.add.Tensor", true, {1.2, 1.1})};

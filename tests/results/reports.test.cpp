@@ -43,7 +43,7 @@ std::vector<eval_result> sample_results() {
 
 } // namespace
 
-TEST_CASE("failed_result gives every input a failed record", "[core]") {
+TEST_CASE("failed_result gives every input a failed record", "[results]") {
   auto r = sample_results()[1];
   CHECK(r.outcome == bb::outcome::crashed);
   REQUIRE(r.correctness.size() == 1);
@@ -54,7 +54,7 @@ TEST_CASE("failed_result gives every input a failed record", "[core]") {
   CHECK(r.performance[0].speedup == 1.0);
 }
 
-TEST_CASE("the four report files carry BackendBench's fields", "[core]") {
+TEST_CASE("the four report files carry BackendBench's fields", "[results]") {
   test::temp_dir dir;
   auto results = sample_results();
   auto s = score_results(results, 1.0);
@@ -103,13 +103,13 @@ TEST_CASE("the four report files carry BackendBench's fields", "[core]") {
   CHECK(md.find("| relu.default | 100.0000% | 2.0000x|") != std::string::npos);
 }
 
-TEST_CASE("CSV fields are quoted as Python's csv module quotes them", "[core]") {
+TEST_CASE("CSV fields are quoted as Python's csv module quotes them", "[results]") {
   CHECK(csv_field("plain") == "plain");
   CHECK(csv_field("a,b") == "\"a,b\"");
   CHECK(csv_field("say \"hi\"") == "\"say \"\"hi\"\"\"");
 }
 
-TEST_CASE("operators the backend does not implement are named in the summary, not scored", "[core]") {
+TEST_CASE("operators the backend does not implement are named in the summary, not scored", "[results]") {
   test::temp_dir dir;
   auto results = sample_results();
   auto s = score_results(results, 1.0);
@@ -127,7 +127,7 @@ TEST_CASE("operators the backend does not implement are named in the summary, no
   CHECK(test::read_file(plain / "OVERALL_SUMMARY.md").find("Not Evaluated") == std::string::npos);
 }
 
-TEST_CASE("the summary states the sweep's settings once, after its command", "[core]") {
+TEST_CASE("the summary states the sweep's settings once, after its command", "[results]") {
   test::temp_dir dir;
   auto results = sample_results();
   auto s = score_results(results, 1.0);
@@ -149,7 +149,7 @@ TEST_CASE("the summary states the sweep's settings once, after its command", "[c
   CHECK(test::read_file(plain / "OVERALL_SUMMARY.md").find("## Settings") == std::string::npos);
 }
 
-TEST_CASE("the summary lists every flag per operator and each speedup measured again", "[core]") {
+TEST_CASE("the summary lists every flag per operator and each speedup measured again", "[results]") {
   test::temp_dir dir;
   auto results = sample_results();
   auto s = score_results(results, 1.0);
@@ -192,7 +192,7 @@ TEST_CASE("the summary lists every flag per operator and each speedup measured a
   CHECK(csv.find("flag") == std::string::npos);
 }
 
-TEST_CASE("a write that fails names the file and errno's text and leaves no .tmp", "[core]") {
+TEST_CASE("a write that fails names the file and errno's text and leaves no .tmp", "[results]") {
   test::temp_dir dir;
   auto path = dir / "full_results.json";
   std::string err;
@@ -209,7 +209,7 @@ TEST_CASE("a write that fails names the file and errno's text and leaves no .tmp
   CHECK(test::read_file(path) == "{}\n");
 }
 
-TEST_CASE("a final write that fails removes the version written while running", "[core]") {
+TEST_CASE("a final write that fails removes the version written while running", "[results]") {
   test::temp_dir dir;
   auto path = dir / "OVERALL_SUMMARY.md";
   test::write_file(path, "# BackendBench Run Summary\n\n## Running\n\n");
@@ -226,7 +226,7 @@ TEST_CASE("a final write that fails removes the version written while running", 
   CHECK(test::read_file(path) == "done\n");
 }
 
-TEST_CASE("write_reports tries every file and names each one it could not write", "[core]") {
+TEST_CASE("write_reports tries every file and names each one it could not write", "[results]") {
   test::temp_dir dir;
   auto results = sample_results();
   auto s = score_results(results, 1.0);

@@ -31,7 +31,7 @@ eval_result shard_of(uint32_t begin, uint32_t n, uint32_t total, outcome why = o
 
 } // namespace
 
-TEST_CASE("merged shards are an unsharded job's records in input order", "[core]") {
+TEST_CASE("merged shards are an unsharded job's records in input order", "[results]") {
   auto a = shard_of(0, 2, 6), b = shard_of(2, 3, 6), c = shard_of(5, 1, 6);
   b.flags = {"mutates_input"};
   c.flags = {"aliases_input", "mutates_input"};
@@ -56,7 +56,7 @@ TEST_CASE("merged shards are an unsharded job's records in input order", "[core]
   CHECK(merge_shards({whole}).shards == 0);
 }
 
-TEST_CASE("a shard that crashed fails every input, as it fails an unsharded job", "[core]") {
+TEST_CASE("a shard that crashed fails every input, as it fails an unsharded job", "[results]") {
   eval_job job;
   job.op_name = "aten.a.default";
   job.correctness_inputs = job.performance_inputs = {"x2", "x3"};
@@ -76,7 +76,7 @@ TEST_CASE("a shard that crashed fails every input, as it fails an unsharded job"
   CHECK_FALSE(m.performance[1].successfully_ran);
 }
 
-TEST_CASE("a shard whose every reference failed leaves the operator ok unless all did", "[core]") {
+TEST_CASE("a shard whose every reference failed leaves the operator ok unless all did", "[results]") {
   auto refs = shard_of(0, 2, 4, outcome::reference_error);
   CHECK(merge_shards({refs, shard_of(2, 2, 4)}).outcome == outcome::ok);
   CHECK(merge_shards({refs, shard_of(2, 2, 4, outcome::reference_error)}).outcome == outcome::reference_error);

@@ -22,7 +22,7 @@ eval_result result_of(const std::string& op, uint32_t version, bool correct) {
 
 } // namespace
 
-TEST_CASE("a sweep's record gives the arguments that resume it", "[core]") {
+TEST_CASE("a sweep's record gives the arguments that resume it", "[results]") {
   test::temp_dir dir;
   REQUIRE(write_sweep_record(dir.path, {{"--suite", "torchbench", "--log-dir", "old", "--disable-output-logs",
                                          "--resume=x", "--topn", "2"},
@@ -38,7 +38,7 @@ TEST_CASE("a sweep's record gives the arguments that resume it", "[core]") {
   CHECK_THAT(read_sweep_record(dir / "nope", missing), Catch::Contains("sweep.json: missing"));
 }
 
-TEST_CASE("a journal says which operators finished and which versions were evaluated", "[core]") {
+TEST_CASE("a journal says which operators finished and which versions were evaluated", "[results]") {
   test::temp_dir dir;
   auto path = dir / "results.jsonl";
   std::string text = journal_line(result_of("aten.relu.default", 1, true), "version_evaluated") + "\n"
@@ -61,7 +61,7 @@ TEST_CASE("a journal says which operators finished and which versions were evalu
   CHECK_THAT(st.problems[0], Catch::StartsWith(path + ":7: "));
 }
 
-TEST_CASE("appending to a journal cut short starts a new line", "[core]") {
+TEST_CASE("appending to a journal cut short starts a new line", "[results]") {
   test::temp_dir dir;
   auto path = dir / "results.jsonl";
   test::write_file(path, "{\"job_id\": 1, \"ev");
@@ -76,7 +76,7 @@ TEST_CASE("appending to a journal cut short starts a new line", "[core]") {
   CHECK(st.problems.size() == 1);
 }
 
-TEST_CASE("a sweep's conditions are kept, and each change is named", "[core]") {
+TEST_CASE("a sweep's conditions are kept, and each change is named", "[results]") {
   test::temp_dir dir;
   std::map<std::string, std::string> then = {{"torch version", "2.11.0"},
                                              {"device", "cpu"},
@@ -99,14 +99,14 @@ TEST_CASE("a sweep's conditions are kept, and each change is named", "[core]") {
                                     "torch version: 2.11.0 then, 2.12.0 now"});
 }
 
-TEST_CASE("the resume command names this program and the run folder, quoted", "[core]") {
+TEST_CASE("the resume command names this program and the run folder, quoted", "[results]") {
   auto plain = resume_command_for("/runs/a");
   CHECK_THAT(plain, Catch::EndsWith(" --resume /runs/a"));
   CHECK_THAT(plain, Catch::StartsWith("/"));
   CHECK_THAT(resume_command_for("/runs/it's here"), Catch::EndsWith(" --resume '/runs/it'\\''s here'"));
 }
 
-TEST_CASE("a resumed sweep records the command it was started with, runnable as it stands", "[core]") {
+TEST_CASE("a resumed sweep records the command it was started with, runnable as it stands", "[results]") {
   sweep_record r;
   r.args = {"--suite", "torchbench", "--ops", "relu,tanh", "--log-dir", "my runs/a", "--p", ""};
   CHECK(recorded_command(r) == "bbcluster --suite torchbench --ops relu,tanh --log-dir 'my runs/a' --p ''");
@@ -134,7 +134,7 @@ eval_result shard_line(uint32_t begin, uint32_t n, uint32_t total) {
 
 } // namespace
 
-TEST_CASE("a journal keeps each shard's place, and a resume takes up each input once", "[core]") {
+TEST_CASE("a journal keeps each shard's place, and a resume takes up each input once", "[results]") {
   test::temp_dir dir;
   {
     journal_writer j;

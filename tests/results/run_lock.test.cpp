@@ -11,7 +11,7 @@
 
 using bb::run_lock;
 
-TEST_CASE("a run folder has one lock holder, and the refusal names its pid and command", "[core]") {
+TEST_CASE("a run folder has one lock holder, and the refusal names its pid and command", "[results]") {
   bb::test::temp_dir dir;
   auto run = dir / "runs/run1"; // made by the lock
   run_lock first;
@@ -39,7 +39,7 @@ TEST_CASE("a run folder has one lock holder, and the refusal names its pid and c
         == "pid " + std::to_string(::getpid()) + "\ncommand bbcluster --resume " + run + "\n");
 }
 
-TEST_CASE("a folder the lock made goes with it when nothing else was written there", "[core]") {
+TEST_CASE("a folder the lock made goes with it when nothing else was written there", "[results]") {
   bb::test::temp_dir dir;
   {
     run_lock refused_early;
@@ -61,7 +61,7 @@ TEST_CASE("a folder the lock made goes with it when nothing else was written the
   CHECK(std::filesystem::exists(dir / "given/.lock"));
 }
 
-TEST_CASE("the lock of a killed process is free at once", "[core]") {
+TEST_CASE("the lock of a killed process is free at once", "[results]") {
   bb::test::temp_dir dir;
   int ready[2];
   REQUIRE(::pipe(ready) == 0);
@@ -87,7 +87,7 @@ TEST_CASE("the lock of a killed process is free at once", "[core]") {
   ::close(ready[1]);
 }
 
-TEST_CASE("a run folder that cannot be made is an error naming it", "[core]") {
+TEST_CASE("a run folder that cannot be made is an error naming it", "[results]") {
   bb::test::temp_dir dir;
   bb::test::write_file(dir / "file", "not a folder");
   run_lock lock;

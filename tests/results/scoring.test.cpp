@@ -34,23 +34,23 @@ eval_result result(const std::string& op, std::vector<correctness_record> c,
 
 } // namespace
 
-TEST_CASE("geomean", "[core]") {
+TEST_CASE("geomean", "[results]") {
   CHECK(geomean({2.0, 8.0}) == Approx(4.0));
   CHECK(geomean({}) == 1.0);
 }
 
-TEST_CASE("an op is correct only when every correctness input passes", "[core]") {
+TEST_CASE("an op is correct only when every correctness input passes", "[results]") {
   CHECK(score_op("a", {corr(true), corr(true)}, {}).correct);
   CHECK_FALSE(score_op("a", {corr(true), corr(false)}, {}).correct);
   CHECK_FALSE(score_op("a", {}, {}).correct);
 }
 
-TEST_CASE("a failed performance input counts as speedup 1.0", "[core]") {
+TEST_CASE("a failed performance input counts as speedup 1.0", "[results]") {
   auto s = score_op("a", {corr(true)}, {perf(4.0), perf(100.0, false)});
   CHECK(s.performance == Approx(2.0));
 }
 
-TEST_CASE("scores over operators: mean correctness, geomean performance, perf@p", "[core]") {
+TEST_CASE("scores over operators: mean correctness, geomean performance, perf@p", "[results]") {
   std::vector<eval_result> rs = {
     result("a", {corr(true)}, {perf(2.0)}),
     result("b", {corr(true)}, {perf(0.5)}),
@@ -66,7 +66,7 @@ TEST_CASE("scores over operators: mean correctness, geomean performance, perf@p"
   CHECK(strict.perf_at_p == 0.0);
 }
 
-TEST_CASE("the three score lines as BackendBench prints them, then perf@p significant", "[core]") {
+TEST_CASE("the three score lines as BackendBench prints them, then perf@p significant", "[results]") {
   auto s = score_results({result("a", {corr(true)}, {perf(1.0)})}, 1.0);
   CHECK(format_scores(s) == "correctness score (mean pass rate over all operators): 1.00\n"
                             "performance score (geomean speedup over all operators): 1.00\n"
@@ -79,7 +79,7 @@ TEST_CASE("the three score lines as BackendBench prints them, then perf@p signif
   CHECK(python_float(2.0) == "2.0");
 }
 
-TEST_CASE("perf@p significant counts a speedup only when its interval lies above p", "[core]") {
+TEST_CASE("perf@p significant counts a speedup only when its interval lies above p", "[results]") {
   auto timed = [](double s, double lo, double hi) {
     auto p = perf(s);
     p.speedup_ci_low = lo;

@@ -58,7 +58,7 @@ using bb::test::quick_options;
 } // namespace
 
 TEST_CASE("refresh_floats refills float and complex storages from its seed, not integers",
-          "[core]") {
+          "[runner]") {
   // where.self: a bool condition, a float self and an int64 other, built as make_tensor does.
   auto call = parsed_call("((T([64], b8), T([64], f32), T([64], i64)), {})", "aten::where", "self", 7);
   auto original = clone_call(call);
@@ -175,7 +175,7 @@ TEST_CASE("copy_value_into copies into the same memory where shapes match, else 
 }
 
 TEST_CASE("call_seed differs by call, warm-up and measurement, a checked call's by round and rank alone",
-          "[core]") {
+          "[runner]") {
   // (input seed, measurement, round, index, timed, checked rank or -1)
   CHECK(call_seed(1, 0, 2, 3, true, -1) == call_seed(1, 0, 2, 3, true, -1));
   CHECK(call_seed(1, 0, 2, 3, true, -1) != call_seed(1, 0, 2, 4, true, -1));
@@ -201,7 +201,7 @@ TEST_CASE("call_seed differs by call, warm-up and measurement, a checked call's 
 }
 
 TEST_CASE("checked_slot keeps the first calls, then a reservoir sample the same for both sides",
-          "[core]") {
+          "[runner]") {
   constexpr size_t slots = 6;
   for (uint64_t n = 0; n < slots; ++n)
     CHECK(checked_slot(n, slots, 0) == static_cast<int64_t>(n));
@@ -227,7 +227,7 @@ TEST_CASE("poison_prefix_for covers four times the outputs, at least 8 MiB", "[r
   CHECK(poison_prefix_for(pair) == size_t(64) << 20);
 }
 
-TEST_CASE("poison_outputs writes the canary into outputs but not into what it keeps", "[core]") {
+TEST_CASE("poison_outputs writes the canary into outputs but not into what it keeps", "[runner]") {
   auto input = at::arange(8, at::kFloat);
   built_call keep;
   keep.args.push_back(input);
@@ -255,7 +255,7 @@ TEST_CASE("poison_outputs writes the canary into outputs but not into what it ke
   CHECK(all_true(twice.eq(-1)));
 }
 
-TEST_CASE("extra_inputs makes signed and special-valued clones of the float tensors", "[core]") {
+TEST_CASE("extra_inputs makes signed and special-valued clones of the float tensors", "[runner]") {
   auto call = parsed_call("((T([20], f32), T([1000], f32)), {})", "aten::add", "Tensor", 3);
   call.kwargs.emplace("idx", at::arange(20, at::kLong));
   auto original = clone_call(call);
@@ -295,7 +295,7 @@ TEST_CASE("extra_inputs makes signed and special-valued clones of the float tens
   CHECK_FALSE(has_float_tensors(ints));
 }
 
-TEST_CASE("not_plain names a meta tensor, and shares_storage sees views but not clones", "[core]") {
+TEST_CASE("not_plain names a meta tensor, and shares_storage sees views but not clones", "[runner]") {
   auto x = at::rand({4, 4});
   CHECK(not_plain(x).empty());
   CHECK(not_plain(at::rand({3}).to_sparse()).empty());
@@ -308,7 +308,7 @@ TEST_CASE("not_plain names a meta tensor, and shares_storage sees views but not 
   CHECK_FALSE(shares_storage(x, x.clone()));
 }
 
-TEST_CASE("dispatcher_fingerprint names an operator whose CPU kernel was replaced", "[core]") {
+TEST_CASE("dispatcher_fingerprint names an operator whose CPU kernel was replaced", "[runner]") {
   auto relu = c10::Dispatcher::singleton().findSchemaOrThrow("aten::relu", "");
   auto fp = dispatcher_fingerprint().with(relu);
   CHECK(fp.changed().empty());
@@ -340,7 +340,7 @@ TEST_CASE("dispatcher_fingerprint names an operator whose CPU kernel was replace
   }
 }
 
-TEST_CASE("process_state reports and restores threads, grad mode and dispatch keys", "[core]") {
+TEST_CASE("process_state reports and restores threads, grad mode and dispatch keys", "[runner]") {
   process_state state("cpu");
   auto none = state.compare();
   CHECK(none.global.empty());
@@ -416,7 +416,7 @@ timed_side logged_side(hook_log& log, std::vector<std::string>& order, const cha
 } // namespace
 
 TEST_CASE("time_pair runs each side's before and after hooks outside the measured calls",
-          "[core]") {
+          "[runner]") {
   runner_options opts;
   opts.device = "cpu";
   opts.cpu_warmup = 3;
@@ -497,7 +497,7 @@ TEST_CASE("time_pair runs each side's before and after hooks outside the measure
   CHECK(pending_device_work_ms("cpu") == 0.0);
 }
 
-TEST_CASE("time_pair_synchronized on the CPU returns one mean per round and side", "[core]") {
+TEST_CASE("time_pair_synchronized on the CPU returns one mean per round and side", "[runner]") {
   auto opts = quick_options();
   hook_log ref, ker;
   std::vector<std::string> order;
@@ -524,7 +524,7 @@ TEST_CASE("time_pair_synchronized on the CPU returns one mean per round and side
 }
 
 TEST_CASE("aten against itself is correct and unflagged with or without the exploit checks",
-          "[core]") {
+          "[runner]") {
   for (bool checks : {true, false}) {
     auto opts = quick_options();
     opts.exploit_checks = checks;
@@ -571,7 +571,7 @@ TEST_CASE("aten against itself with the exploit checks on times 1.00 on a CPU: n
   CHECK(speedups[1] < 1.15);
 }
 
-TEST_CASE("aten against itself passes its extra inputs (signed and special values)", "[core]") {
+TEST_CASE("aten against itself passes its extra inputs (signed and special values)", "[runner]") {
   std::vector<std::pair<std::string, std::string>> jobs = {
     {"aten.relu.default", "((T([64], f32),), {})"},
     {"aten.add.Tensor", "((T([8, 8], f32), T([8], f32)), {})"},
@@ -661,7 +661,7 @@ TEST_CASE("poison_free_device_memory fills the CUDA allocator's free blocks with
 // values a timed call would see again: both got past the first version of the guards.
 
 TEST_CASE("dispatcher_fingerprint sees a replacement registered under the original's name",
-          "[core]") {
+          "[runner]") {
   // The computed table shows a kernel by its debug string ("registered at FILE:LINE"), which
   // a registration chooses: torch.library.Library takes it from the Python frame's file and
   // line, torch::Library from its arguments.
@@ -682,7 +682,7 @@ TEST_CASE("dispatcher_fingerprint sees a replacement registered under the origin
   CHECK(fp.changed() == std::vector<std::string>{"aten::relu"});
 }
 
-TEST_CASE("no timed call sees the values of a warm-up call (evaluate.cpp's call seeds)", "[core]") {
+TEST_CASE("no timed call sees the values of a warm-up call (evaluate.cpp's call seeds)", "[runner]") {
   // The seed each call's inputs are refilled from, as evaluate.cpp's time_input computes it.
   auto seed_of = [](const call_point& p) {
     return call_seed(42, 0, p.round, p.index, p.timed, p.rank);
@@ -703,7 +703,7 @@ TEST_CASE("no timed call sees the values of a warm-up call (evaluate.cpp's call 
 }
 
 TEST_CASE("refresh_floats reorders the integers of a call that has no floating-point tensor",
-          "[core]") {
+          "[runner]") {
   built_call call;
   auto ints = at::arange(64, at::kLong);
   auto mask = at::arange(64, at::kLong).remainder(3).eq(0);
@@ -729,7 +729,7 @@ TEST_CASE("refresh_floats reorders the integers of a call that has no floating-p
   CHECK(at::equal(idx, before_ints));
 }
 
-TEST_CASE("the checked calls of a round are drawn anew each time, one a round", "[core]") {
+TEST_CASE("the checked calls of a round are drawn anew each time, one a round", "[runner]") {
   runner_options opts;
   opts.cpu_warmup = 1;
   opts.cpu_runs = 40;

@@ -46,13 +46,13 @@ python_error load_error(const std::string& path, const std::string& entry) {
 
 } // namespace
 
-TEST_CASE("python: the interpreter starts once, with torch", "[core]") {
+TEST_CASE("python: the interpreter starts once, with torch", "[runner]") {
   CHECK(ensure_python() == "");
   CHECK(ensure_python() == "");
   CHECK_FALSE(python_timers_tampered());
 }
 
-TEST_CASE("python: a relu kernel computes what at::relu does, on the same tensors", "[core]") {
+TEST_CASE("python: a relu kernel computes what at::relu does, on the same tensors", "[runner]") {
   bb::test::temp_dir dir;
   auto k = python_kernel::load(
     kernel_file(dir, "relu", "import torch\ndef relu_kernel_impl(x):\n    return torch.relu(x)\n"),
@@ -73,7 +73,7 @@ TEST_CASE("python: a relu kernel computes what at::relu does, on the same tensor
   CHECK(at::equal(y, expected));
 }
 
-TEST_CASE("python: dtypes, layouts, memory formats and devices become torch objects", "[core]") {
+TEST_CASE("python: dtypes, layouts, memory formats and devices become torch objects", "[runner]") {
   bb::test::temp_dir dir;
   auto k = python_kernel::load(kernel_file(dir, "_to_copy", R"PY(
 import torch
@@ -108,7 +108,7 @@ def to__dtype_kernel_impl(x, dtype, non_blocking=False, copy=False):
   CHECK(d.scalar_type() == at::kDouble);
 }
 
-TEST_CASE("python: a list of tensors goes in as a list", "[core]") {
+TEST_CASE("python: a list of tensors goes in as a list", "[runner]") {
   bb::test::temp_dir dir;
   auto k = python_kernel::load(kernel_file(dir, "cat", R"PY(
 import torch
@@ -124,7 +124,7 @@ def cat_kernel_impl(tensors, dim=0):
   CHECK(at::equal(out.toTensor(), at::cat({a, b}, 1)));
 }
 
-TEST_CASE("python: tuples, lists, numbers and bools come back", "[core]") {
+TEST_CASE("python: tuples, lists, numbers and bools come back", "[runner]") {
   bb::test::temp_dir dir;
   auto k = python_kernel::load(kernel_file(dir, "max__dim", R"PY(
 import torch
@@ -157,7 +157,7 @@ def misc_kernel_impl(x):
   CHECK(ms[3].isNone());
 }
 
-TEST_CASE("python: the kernel's folder is on sys.path while it imports", "[core]") {
+TEST_CASE("python: the kernel's folder is on sys.path while it imports", "[runner]") {
   bb::test::temp_dir dir;
   auto path = kernel_file(dir, "neg", "from neg_helper import negate\n"
                                       "def neg_kernel_impl(x):\n    return negate(x)\n");
@@ -167,7 +167,7 @@ TEST_CASE("python: the kernel's folder is on sys.path while it imports", "[core]
   CHECK(at::equal(k->call({x}, {}, schema_of("aten::neg")).toTensor(), -x));
 }
 
-TEST_CASE("python: a file that fails to import names the file and line", "[core]") {
+TEST_CASE("python: a file that fails to import names the file and line", "[runner]") {
   bb::test::temp_dir dir;
   auto syntax = kernel_file(dir, "abs", "import torch\n\ndef abs_kernel_impl(x):\n    return x +\n");
   auto e = load_error(syntax, "abs_kernel_impl");
@@ -183,7 +183,7 @@ TEST_CASE("python: a file that fails to import names the file and line", "[core]
   CHECK_FALSE(contains(r.traceback, "importlib"));
 }
 
-TEST_CASE("python: a module without the entry point", "[core]") {
+TEST_CASE("python: a module without the entry point", "[runner]") {
   bb::test::temp_dir dir;
   auto missing = load_error(kernel_file(dir, "sin", "def other(x):\n    return x\n"),
                             "sin_kernel_impl");
@@ -194,7 +194,7 @@ TEST_CASE("python: a module without the entry point", "[core]") {
   CHECK(not_callable.type == "MissingEntryPoint");
 }
 
-TEST_CASE("python: an exception inside the call gives type, message and traceback", "[core]") {
+TEST_CASE("python: an exception inside the call gives type, message and traceback", "[runner]") {
   bb::test::temp_dir dir;
   auto path = kernel_file(dir, "tanh", "import torch\n\ndef tanh_kernel_impl(x):\n"
                                        "    raise NotImplementedError('no tanh yet')\n");
@@ -210,7 +210,7 @@ TEST_CASE("python: an exception inside the call gives type, message and tracebac
   }
 }
 
-TEST_CASE("python: a kernel that replaces time.perf_counter is seen", "[core]") {
+TEST_CASE("python: a kernel that replaces time.perf_counter is seen", "[runner]") {
   bb::test::temp_dir dir;
   CHECK_FALSE(python_timers_tampered());
   // Loading replaces the timer; calling the kernel puts it back.

@@ -33,7 +33,7 @@ const c10::FunctionSchema& schema_of(const char* name, const char* overload) {
 
 } // namespace
 
-TEST_CASE("allclose: equal, within tolerance, and beyond it", "[core]") {
+TEST_CASE("allclose: equal, within tolerance, and beyond it", "[runner]") {
   CHECK(compare(tensor({1, 2}), tensor({1, 2}), tol, tol).ok);
   // |ref - res| <= atol + rtol * |res|: 0.019 <= 0.01 + 0.01 * 1.0
   CHECK(compare(tensor({1.019}), tensor({1.0}), tol, tol).ok);
@@ -44,7 +44,7 @@ TEST_CASE("allclose: equal, within tolerance, and beyond it", "[core]") {
   CHECK(far.message.find("Mismatched elements: 1 / 2 (50") != std::string::npos);
 }
 
-TEST_CASE("allclose: NaN equals NaN, infinities compare equal", "[core]") {
+TEST_CASE("allclose: NaN equals NaN, infinities compare equal", "[runner]") {
   auto nan = std::numeric_limits<double>::quiet_NaN();
   auto inf = std::numeric_limits<double>::infinity();
   auto c = compare(tensor({nan, inf, -inf}), tensor({nan, inf, -inf}), tol, tol);
@@ -54,7 +54,7 @@ TEST_CASE("allclose: NaN equals NaN, infinities compare equal", "[core]") {
   CHECK_FALSE(compare(tensor({inf}), tensor({-inf}), tol, tol).ok);
 }
 
-TEST_CASE("allclose: shape, dtype and device must match", "[core]") {
+TEST_CASE("allclose: shape, dtype and device must match", "[runner]") {
   auto shape = compare(at::zeros({2, 2}), at::zeros({4}), tol, tol);
   CHECK_FALSE(shape.ok);
   CHECK(shape.message.find("'shape'") != std::string::npos);
@@ -66,7 +66,7 @@ TEST_CASE("allclose: shape, dtype and device must match", "[core]") {
   CHECK(meta.message.find("'device'") != std::string::npos);
 }
 
-TEST_CASE("allclose: nested lists and tuples recursively, with equal lengths", "[core]") {
+TEST_CASE("allclose: nested lists and tuples recursively, with equal lengths", "[runner]") {
   auto ref = c10::ivalue::Tuple::create({tensor({1}), c10::IValue(c10::List<at::Tensor>({at::ones({2})}))});
   auto same = c10::ivalue::Tuple::create({tensor({1}), c10::IValue(c10::List<at::Tensor>({at::ones({2})}))});
   auto off = c10::ivalue::Tuple::create({tensor({1}), c10::IValue(c10::List<at::Tensor>({at::zeros({2})}))});
@@ -79,7 +79,7 @@ TEST_CASE("allclose: nested lists and tuples recursively, with equal lengths", "
   CHECK_FALSE(compare(ref, shorter, tol, tol).ok);
 }
 
-TEST_CASE("allclose: non-tensor values", "[core]") {
+TEST_CASE("allclose: non-tensor values", "[runner]") {
   CHECK(compare(c10::IValue(3), c10::IValue(3), tol, tol).ok);
   CHECK_FALSE(compare(c10::IValue(3), c10::IValue(4), tol, tol).ok);
   CHECK(compare(c10::IValue(1.0), c10::IValue(1.001), tol, tol).ok);
@@ -89,7 +89,7 @@ TEST_CASE("allclose: non-tensor values", "[core]") {
   CHECK_FALSE(compare(tensor({1}), c10::IValue(1.0), tol, tol).ok);
 }
 
-TEST_CASE("tensors are built as make_tensor builds them, seeded per input", "[core]") {
+TEST_CASE("tensors are built as make_tensor builds them, seeded per input", "[runner]") {
   args::tensor_spec f{{64, 64}, "f32", false, {}};
   auto gen = at::make_generator<at::CPUGeneratorImpl>(input_seed("aten.relu.default", "x"));
   auto t = make_tensor(f, gen, at::kCPU);
@@ -119,7 +119,7 @@ TEST_CASE("tensors are built as make_tensor builds them, seeded per input", "[co
   CHECK_FALSE(at::equal(again(input_seed("op", "a")), again(input_seed("op", "b"))));
 }
 
-TEST_CASE("calls are built against the schema: kwargs, int lists, dtypes, devices", "[core]") {
+TEST_CASE("calls are built against the schema: kwargs, int lists, dtypes, devices", "[runner]") {
   auto& schema = schema_of("aten::sum", "dim_IntList");
   auto parsed = std::get<args::call>(args::parse_call("((T([2, 3], f32), [1], True), {'dtype': torch.float64})"));
   auto call = build_call(parsed, schema, 1, at::kCPU);
@@ -138,7 +138,7 @@ TEST_CASE("calls are built against the schema: kwargs, int lists, dtypes, device
 }
 
 TEST_CASE("on the CPU, max_pool2d_with_indices_backward's indices stay inside their plane",
-          "[core]") {
+          "[runner]") {
   // aten's CPU kernel writes through the indices unchecked; make_tensor's -9..9 would write
   // before the buffer. The real trace line of the included set, at a CPU size.
   auto& schema = schema_of("aten::max_pool2d_with_indices_backward", "");
@@ -162,7 +162,7 @@ TEST_CASE("on the CPU, max_pool2d_with_indices_backward's indices stay inside th
   CHECK(build_call(p2, add, 1, at::kCPU).args[0].toTensor().min().item<int64_t>() < 0);
 }
 
-TEST_CASE("evaluate_job runs the aten smoke job with cpu_bench timing", "[core]") {
+TEST_CASE("evaluate_job runs the aten smoke job with cpu_bench timing", "[runner]") {
   eval_job job;
   job.job_id = 1;
   job.attempt = 1;
@@ -189,7 +189,7 @@ TEST_CASE("evaluate_job runs the aten smoke job with cpu_bench timing", "[core]"
   CHECK(missing.detail.find("unsupported op") == 0);
 }
 
-TEST_CASE("an input the reference rejects is a reference_error, not a crash", "[core]") {
+TEST_CASE("an input the reference rejects is a reference_error, not a crash", "[runner]") {
   eval_job job;
   job.op_name = "aten.mm.default";
   job.kernel = {"aten", "", "", "aten", "", ""};
@@ -209,7 +209,7 @@ using bb::test::quick_options;
 } // namespace
 
 TEST_CASE("an undefined tensor in an output (a masked backward output) compares like None",
-          "[core]") {
+          "[runner]") {
   at::Tensor undefined;
   auto some = at::ones({2});
   auto pair = [](c10::IValue a, c10::IValue b) { return c10::ivalue::Tuple::create({a, b}); };
@@ -221,7 +221,7 @@ TEST_CASE("an undefined tensor in an output (a masked backward output) compares 
 }
 
 TEST_CASE("grid_sampler_2d_backward with a masked output: aten against itself is correct",
-          "[core]") {
+          "[runner]") {
   auto job = aten_job("aten.grid_sampler_2d_backward.default",
                       {"((T([1, 2, 5, 5], f32), T([1, 2, 5, 5], f32), T([1, 5, 5, 2], f32), 0, 0, "
                        "False, [False, True]), {})"});
@@ -236,7 +236,7 @@ TEST_CASE("grid_sampler_2d_backward with a masked output: aten against itself is
 }
 
 TEST_CASE("a kernel may alias and write what the operator itself does, and nothing more",
-          "[core]") {
+          "[runner]") {
   // _unsafe_view's schema has no alias annotation, yet aten returns a view of its input.
   auto view = evaluate_job(aten_job("aten._unsafe_view.default", {"((T([2, 3, 4], f32), [6, 4]), {})"}),
                            quick_options(), [](const step&) {});
@@ -244,7 +244,7 @@ TEST_CASE("a kernel may alias and write what the operator itself does, and nothi
   CHECK(view.correctness[0].is_correct);
 }
 
-TEST_CASE("sparse COO outputs are built and compared", "[core]") {
+TEST_CASE("sparse COO outputs are built and compared", "[runner]") {
   auto job = aten_job("aten._sparse_coo_tensor_with_dims_and_tensors.default",
                       {"((1, 1, [9, 4], T([1, 5], i64), T([5, 4], f32)), {'dtype': f32, 'layout': "
                        "torch.sparse_coo, 'device': 'cuda', 'pin_memory': None})"});
@@ -256,7 +256,7 @@ TEST_CASE("sparse COO outputs are built and compared", "[core]") {
   CHECK(r.flags.empty());
 }
 
-TEST_CASE("the runner tells which side each step runs, for the evaluator's timeouts", "[core]") {
+TEST_CASE("the runner tells which side each step runs, for the evaluator's timeouts", "[runner]") {
   std::vector<step> steps;
   evaluate_job(aten_job("aten.relu.default", {"((T([8], f32),), {})"}), quick_options(),
                [&](const step& s) { steps.push_back(s); });
@@ -273,7 +273,7 @@ TEST_CASE("the runner tells which side each step runs, for the evaluator's timeo
 }
 
 TEST_CASE("a shard numbers its inputs among its operator's, and indexes them from its own first",
-          "[core]") {
+          "[runner]") {
   auto job = aten_job("aten.relu.default", {"((T([8], f32),), {})", "((T([4], f32),), {})"});
   job.shard = {5, 2, 9, 5, 2, 9};
   std::vector<step> steps;
@@ -288,7 +288,7 @@ TEST_CASE("a shard numbers its inputs among its operator's, and indexes them fro
   CHECK(seventh);
 }
 
-TEST_CASE("a bool where the schema wants a Scalar is passed as Python passes it", "[core]") {
+TEST_CASE("a bool where the schema wants a Scalar is passed as Python passes it", "[runner]") {
   auto r = evaluate_job(aten_job("aten.eq.Scalar", {"((T([6, 4], b8), False), {})"}), quick_options(),
                         [](const step&) {});
   INFO(r.detail);
@@ -298,7 +298,7 @@ TEST_CASE("a bool where the schema wants a Scalar is passed as Python passes it"
   CHECK(r.correctness[0].is_correct);
 }
 
-TEST_CASE("inputs the evaluator left out are reference errors without running", "[core]") {
+TEST_CASE("inputs the evaluator left out are reference errors without running", "[runner]") {
   auto job = aten_job("aten.relu.default", {"((T([8], f32),), {})", "((T([4], f32),), {})"});
   job.reference_failures.push_back({"correctness", 0, "the reference ran past the call timeout"});
   job.reference_failures.push_back({"performance", 0, "the reference ran past the call timeout"});
@@ -311,7 +311,7 @@ TEST_CASE("inputs the evaluator left out are reference errors without running", 
 
 TEST_CASE("timings come in alternating rounds with a confidence interval, and a cached reference "
           "is not run",
-          "[core]") {
+          "[runner]") {
   auto job = aten_job("aten.relu.default", {"((T([256, 256], f32),), {})"});
   auto opts = quick_options();
   opts.cpu_runs = 10;
@@ -368,7 +368,7 @@ TEST_CASE("timings come in alternating rounds with a confidence interval, and a 
   CHECK(checked.flags == std::vector<std::string>{"suspicious_speedup"});
 }
 
-TEST_CASE("the speedup interval: wide for noisy rounds, absent for one round", "[core]") {
+TEST_CASE("the speedup interval: wide for noisy rounds, absent for one round", "[runner]") {
   side_timing steady{1.0, {1.0, 1.01, 0.99, 1.0, 1.0}, 50};
   side_timing noisy{1.0, {0.5, 1.5, 0.7, 1.3, 1.0}, 50};
   auto tight = estimate_speedup(steady, steady);

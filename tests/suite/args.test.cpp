@@ -24,7 +24,7 @@ parse_error parse_bad(const std::string& text) {
 
 } // namespace
 
-TEST_CASE("a single tensor argument with a trailing comma", "[core]") {
+TEST_CASE("a single tensor argument with a trailing comma", "[suite]") {
   auto c = parse_ok("((T([2], f32),), {})");
   REQUIRE(c.args.size() == 1);
   CHECK(c.args[0].k == value::kind::tensor);
@@ -34,7 +34,7 @@ TEST_CASE("a single tensor argument with a trailing comma", "[core]") {
   CHECK(c.kwargs.empty());
 }
 
-TEST_CASE("strides: positional tuple, one-element tuple, stride= and list", "[core]") {
+TEST_CASE("strides: positional tuple, one-element tuple, stride= and list", "[suite]") {
   auto a = parse_ok("((T([5, 3], f16, [1, 5]),), {})");
   CHECK(a.args[0].t.strides == std::vector<int64_t>{1, 5});
   auto b = parse_ok("((T([4], f32, (2,)),), {})");
@@ -44,7 +44,7 @@ TEST_CASE("strides: positional tuple, one-element tuple, stride= and list", "[co
   CHECK(c.args[0].t.strides == std::vector<int64_t>{0, 1});
 }
 
-TEST_CASE("numbers: -inf, INT64_MAX, scientific floats, negative ints", "[core]") {
+TEST_CASE("numbers: -inf, INT64_MAX, scientific floats, negative ints", "[suite]") {
   auto c = parse_ok("((-inf, 9223372036854775807, 1e-05, -3, 2.5E+3, inf, nan), {})");
   REQUIRE(c.args.size() == 7);
   CHECK(c.args[0].f == -std::numeric_limits<double>::infinity());
@@ -57,7 +57,7 @@ TEST_CASE("numbers: -inf, INT64_MAX, scientific floats, negative ints", "[core]"
   CHECK(std::isnan(c.args[6].f));
 }
 
-TEST_CASE("kwargs with dtypes, devices, booleans, None and torch names", "[core]") {
+TEST_CASE("kwargs with dtypes, devices, booleans, None and torch names", "[suite]") {
   auto c = parse_ok("((T([3], i64),), {'dtype': torch.float16, 'layout': torch.strided, "
                     "'device': \"torch.device('cpu')\", 'pin_memory': False, 'x': None, 'd': f32})");
   REQUIRE(c.kwargs.size() == 6);
@@ -72,7 +72,7 @@ TEST_CASE("kwargs with dtypes, devices, booleans, None and torch names", "[core]
   CHECK(c.kwargs[5].second.k == value::kind::dtype);
 }
 
-TEST_CASE("lists: empty, nested, with None and tensors", "[core]") {
+TEST_CASE("lists: empty, nested, with None and tensors", "[suite]") {
   auto c = parse_ok("(([], [None, T([2], f32)], [[1, 2], [3]], T([0, 4], b8)), {})");
   REQUIRE(c.args.size() == 4);
   CHECK(c.args[0].k == value::kind::list);
@@ -83,18 +83,18 @@ TEST_CASE("lists: empty, nested, with None and tensors", "[core]") {
   CHECK(c.args[3].t.sizes == std::vector<int64_t>{0, 4});
 }
 
-TEST_CASE("0-d tensors and whitespace anywhere", "[core]") {
+TEST_CASE("0-d tensors and whitespace anywhere", "[suite]") {
   auto c = parse_ok(" ( ( T( [ ] , f64 ) , ) , { } ) ");
   CHECK(c.args[0].t.sizes.empty());
   CHECK(c.args[0].t.dtype == "f64");
 }
 
-TEST_CASE("total tensor bytes count nested lists", "[core]") {
+TEST_CASE("total tensor bytes count nested lists", "[suite]") {
   auto c = parse_ok("(([T([2, 3], f32), T([4], f16)], T([1], c128)), {})");
   CHECK(total_tensor_bytes(c) == 2 * 3 * 4 + 4 * 2 + 16);
 }
 
-TEST_CASE("malformed lines name the column and what was expected", "[core]") {
+TEST_CASE("malformed lines name the column and what was expected", "[suite]") {
   auto e = parse_bad("((T([2], f33),), {})");
   CHECK(e.column == 10);
   CHECK(e.expected.find("a dtype") == 0);

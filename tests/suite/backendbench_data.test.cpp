@@ -50,7 +50,7 @@ traces::load_report load_jsonl(const std::string& text, traces::row_filter filte
 
 } // namespace
 
-TEST_CASE("NaN and Infinity outside strings become null, and inside strings they stay", "[core]") {
+TEST_CASE("NaN and Infinity outside strings become null, and inside strings they stay", "[suite]") {
   CHECK(traces::nonfinite_to_null(R"({"a": NaN, "b": -Infinity, "c": Infinity})")
         == R"({"a": null, "b": null, "c": null})");
   CHECK(traces::nonfinite_to_null(R"({"s": "NaN \" Infinity", "t": [1, NaN]})")
@@ -59,7 +59,7 @@ TEST_CASE("NaN and Infinity outside strings become null, and inside strings they
   CHECK(traces::nonfinite_to_null(R"({"a": xNaN})") == R"({"a": xNaN})");
 }
 
-TEST_CASE("a .jsonl written by Python's json module, with NaN, loads", "[core]") {
+TEST_CASE("a .jsonl written by Python's json module, with NaN, loads", "[suite]") {
   auto r = load_jsonl(
     R"j({"op_name": "aten.relu.default", "args": "((T([2], f32),), {})", "runtime_ms": NaN, "included_in_benchmark": true})j"
     "\n"
@@ -71,7 +71,7 @@ TEST_CASE("a .jsonl written by Python's json module, with NaN, loads", "[core]")
   CHECK(r.loaded.ops[0].correctness.size() == 2);
 }
 
-TEST_CASE("excluded rows are counted per why_excluded reason and per operator", "[core]") {
+TEST_CASE("excluded rows are counted per why_excluded reason and per operator", "[suite]") {
   auto rows =
     R"j({"op_name": "aten.relu.default", "args": "((T([2], f32),), {})", "included_in_benchmark": true, "why_excluded": []})j"
     "\n"
@@ -112,7 +112,7 @@ TEST_CASE("excluded rows are counted per why_excluded reason and per operator", 
   CHECK(listed.find("aten.relu.default (") == std::string::npos);
 }
 
-TEST_CASE("the flag --check-overhead-dominated-ops keeps only marked rows, then included ones", "[core]") {
+TEST_CASE("the flag --check-overhead-dominated-ops keeps only marked rows, then included ones", "[suite]") {
   auto rows =
     R"j({"op_name": "aten.relu.default", "args": "((T([2], f32),), {})", "included_in_benchmark": true, "is_overhead_dominated_op": true})j"
     "\n"
@@ -143,7 +143,7 @@ TEST_CASE("the flag --check-overhead-dominated-ops keeps only marked rows, then 
 }
 
 TEST_CASE("a parquet the test writes converts once per content and loads as BackendBench reads it",
-          "[core]") {
+          "[suite]") {
   if (!python_has_pyarrow()) {
     BB_SKIP("no pyarrow in " + build_python() + ": parquet test skipped (scripts/setup.sh installs it)");
   }
@@ -198,7 +198,7 @@ pq.write_table(pa.table({
 }
 
 TEST_CASE("BackendBench's shared parquet loads with the operators and inputs of the included set",
-          "[core]") {
+          "[suite]") {
   if (!std::filesystem::exists(shared_parquet)) {
     BB_SKIP("no " + shared_parquet + " beside the clone: shared parquet test skipped");
   }

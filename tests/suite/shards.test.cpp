@@ -14,7 +14,7 @@ runner_options cuda() {
 
 } // namespace
 
-TEST_CASE("an input's expected seconds follow the timer's budget", "[core]") {
+TEST_CASE("an input's expected seconds follow the timer's budget", "[suite]") {
   auto gpu = cuda();
   // A cheap call: about do_bench's warm-up and repetition budgets on each side.
   auto cheap = expected_input_seconds(0.01, gpu, true);
@@ -32,7 +32,7 @@ TEST_CASE("an input's expected seconds follow the timer's budget", "[core]") {
   CHECK(expected_input_seconds(1.0, cpu, true) == Approx(2 * 110 * 0.001 + 0.005));
 }
 
-TEST_CASE("calls are estimated from tensor bytes, or taken from measured times", "[core]") {
+TEST_CASE("calls are estimated from tensor bytes, or taken from measured times", "[suite]") {
   auto small = call_ms_from_bytes("((T([2], f32),), {})", "cuda");
   auto large = call_ms_from_bytes("((T([8192, 8192], f32),), {})", "cuda");
   CHECK(small == Approx(0.01));
@@ -48,7 +48,7 @@ TEST_CASE("calls are estimated from tensor bytes, or taken from measured times",
   CHECK(measured.seconds[1] > 10 * guessed.seconds[1]);
 }
 
-TEST_CASE("units are paired inputs, or correctness inputs then performance inputs", "[core]") {
+TEST_CASE("units are paired inputs, or correctness inputs then performance inputs", "[suite]") {
   op_work paired = uniform_work({"aten.a.default", {"p", "q", "r"}, {"p", "q", "r"}});
   CHECK(paired.seconds.size() == 3);
   auto s = span_of(paired, {1, 3});
@@ -72,7 +72,7 @@ TEST_CASE("units are paired inputs, or correctness inputs then performance input
   CHECK(units_left(apart, {{0, 1}, {2, 4}}) == std::vector<unit_range>{{1, 2}, {4, 5}});
 }
 
-TEST_CASE("an operator is cut into shards of nearly equal expected work", "[core]") {
+TEST_CASE("an operator is cut into shards of nearly equal expected work", "[suite]") {
   op_work w;
   w.paired = true;
   w.correctness = w.performance = 8;

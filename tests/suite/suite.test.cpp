@@ -5,7 +5,7 @@
 
 using namespace bb;
 
-TEST_CASE("the smoke suite is BackendBench's", "[core]") {
+TEST_CASE("the smoke suite is BackendBench's", "[suite]") {
   auto s = smoke_suite();
   REQUIRE(s.ops.size() == 1);
   CHECK(s.ops[0].op_name == "aten.relu.default");
@@ -14,7 +14,7 @@ TEST_CASE("the smoke suite is BackendBench's", "[core]") {
 }
 
 TEST_CASE("the ops filter matches full names, names without aten. and base names, never substrings",
-          "[core]") {
+          "[suite]") {
   CHECK(ops::matches("aten.relu.default", "aten.relu.default"));
   CHECK(ops::matches("relu.default", "aten.relu.default"));
   CHECK(ops::matches("relu", "aten.relu.default"));
@@ -25,7 +25,7 @@ TEST_CASE("the ops filter matches full names, names without aten. and base names
   CHECK(ops::matches("relu_", "aten.relu_.default"));
 }
 
-TEST_CASE("select_ops keeps matches and warns about unknown tokens with close names", "[core]") {
+TEST_CASE("select_ops keeps matches and warns about unknown tokens with close names", "[suite]") {
   suite s{"t", {{"aten.relu.default", {}, {}}, {"aten.leaky_relu.default", {}, {}},
                 {"aten.add.Tensor", {}, {}}}};
   auto sel = select_ops(s, ops::split_tokens("relu.default, add"));
@@ -40,7 +40,7 @@ TEST_CASE("select_ops keeps matches and warns about unknown tokens with close na
   CHECK(select_ops(s, {}).selected.ops.size() == 3);
 }
 
-TEST_CASE("op names map to dispatcher schema names", "[core]") {
+TEST_CASE("op names map to dispatcher schema names", "[suite]") {
   auto a = ops::to_schema_name("aten.relu.default");
   CHECK(a.name == "aten::relu");
   CHECK(a.overload == "");

@@ -36,7 +36,7 @@ traces::load_report load_text(const std::string& text) {
 
 } // namespace
 
-TEST_CASE("every line of every shared trace file parses", "[core]") {
+TEST_CASE("every line of every shared trace file parses", "[suite]") {
   REQUIRE(std::filesystem::exists(traces_dir));
   auto expected = count_cnt_lines(traces_dir);
   auto report = traces::load(traces_dir);
@@ -48,7 +48,7 @@ TEST_CASE("every line of every shared trace file parses", "[core]") {
 }
 
 TEST_CASE("the included BackendBench set: 15,568 lines, 136 operators, dedup by (op, args)",
-          "[core]") {
+          "[suite]") {
   auto report = traces::load(traces_dir + "/backendbench/backend_bench_problems_included.txt");
   REQUIRE(report.errors.empty());
   CHECK(report.lines == 15568);
@@ -61,7 +61,7 @@ TEST_CASE("the included BackendBench set: 15,568 lines, 136 operators, dedup by 
   CHECK(inputs == 15568);
 }
 
-TEST_CASE("duplicate lines are one input, and sum.SymInt reads as sum.dim_IntList", "[core]") {
+TEST_CASE("duplicate lines are one input, and sum.SymInt reads as sum.dim_IntList", "[suite]") {
   auto r = load_text("Operator: aten.relu.default\n"
                      "cnt: 3, ((T([2], f16),), {})\n"
                      "cnt: 1, ((T([2], f16),), {})\n"
@@ -74,7 +74,7 @@ TEST_CASE("duplicate lines are one input, and sum.SymInt reads as sum.dim_IntLis
   CHECK(r.loaded.ops[1].op_name == "aten.sum.dim_IntList");
 }
 
-TEST_CASE("a bad line names file, line and column, and the rest still loads", "[core]") {
+TEST_CASE("a bad line names file, line and column, and the rest still loads", "[suite]") {
   auto r = load_text("Operator: aten.add.Tensor\n"
                      "cnt: 1, ((T([2], f16), T([2], f16)), {})\n"
                      "cnt: 1, ((T([2], q16), T([2], f16)), {})\n"
@@ -89,7 +89,7 @@ TEST_CASE("a bad line names file, line and column, and the rest still loads", "[
 }
 
 TEST_CASE("a .jsonl leaves out rows not included in the benchmark and reports bad rows",
-          "[core]") {
+          "[suite]") {
   traces::trace_loader loader;
   loader.add_jsonl_text(
     R"j({"op_name": "aten.relu.default", "args": "((T([4], f32),), {})", "included_in_benchmark": true})j" "\n"
@@ -106,7 +106,7 @@ TEST_CASE("a .jsonl leaves out rows not included in the benchmark and reports ba
   CHECK(r.loaded.ops[0].correctness == std::vector<std::string>{"((T([4], f32),), {})"});
 }
 
-TEST_CASE("BackendBench's skip list drops operators by substring and says why", "[core]") {
+TEST_CASE("BackendBench's skip list drops operators by substring and says why", "[suite]") {
   auto r = load_text("Operator: aten.index_select.default\n"
                      "cnt: 1, ((T([4], f32), 0, T([2], i64)), {})\n"
                      "Operator: aten.scatter_add.default\n"
@@ -120,7 +120,7 @@ TEST_CASE("BackendBench's skip list drops operators by substring and says why", 
   CHECK(r.loaded.ops[0].op_name == "aten.relu.default");
 }
 
-TEST_CASE("topn keeps the largest inputs by tensor bytes, nested lists counted", "[core]") {
+TEST_CASE("topn keeps the largest inputs by tensor bytes, nested lists counted", "[suite]") {
   suite s;
   s.ops.push_back({"aten.cat.default",
                    {"(([T([2], f32), T([2], f32)],), {})",   // 16 bytes in a list
@@ -138,7 +138,7 @@ TEST_CASE("topn keeps the largest inputs by tensor bytes, nested lists counted",
   CHECK(s.ops[0].performance == kept);
 }
 
-TEST_CASE("ops filter on real traces: relu.default is exact, relu is every overload", "[core]") {
+TEST_CASE("ops filter on real traces: relu.default is exact, relu is every overload", "[suite]") {
   plan_request req;
   req.suite_name = "torchbench";
   req.data = traces_dir + "/torchbench_train";
@@ -166,7 +166,7 @@ TEST_CASE("ops filter on real traces: relu.default is exact, relu is every overl
   CHECK(none.warnings[0].find("closest: aten.relu") != std::string::npos);
 }
 
-TEST_CASE("torchbench without --data says how to get the data", "[core]") {
+TEST_CASE("torchbench without --data says how to get the data", "[suite]") {
   plan_request req;
   req.suite_name = "torchbench";
   auto plan = make_plan(req);
@@ -177,7 +177,7 @@ TEST_CASE("torchbench without --data says how to get the data", "[core]") {
   CHECK(make_plan(req).fatal == "--data /no/such/path: no such file or folder");
 }
 
-TEST_CASE("args are written back as BackendBench's serialize_args writes them", "[core]") {
+TEST_CASE("args are written back as BackendBench's serialize_args writes them", "[suite]") {
   auto ser = [](const std::string& text) { return args::serialize_text(text); };
   CHECK(ser("((1, 2.5, 'hello', True, None), {})") == "((1, 2.5, 'hello', True, None,), {})");
   CHECK(ser("(([T([5, 5], f32), T([3, 3], i64), 42],), {})")
@@ -197,7 +197,7 @@ TEST_CASE("args are written back as BackendBench's serialize_args writes them", 
   CHECK(ser("((), {})") == "((), {})");
 }
 
-TEST_CASE("floats as Python's repr", "[core]") {
+TEST_CASE("floats as Python's repr", "[suite]") {
   CHECK(args::python_repr(1.0) == "1.0");
   CHECK(args::python_repr(0.1) == "0.1");
   CHECK(args::python_repr(1e-05) == "1e-05");
@@ -209,7 +209,7 @@ TEST_CASE("floats as Python's repr", "[core]") {
   CHECK(args::python_repr(1.7320507764816284) == "1.7320507764816284");
 }
 
-TEST_CASE("included_in_benchmark takes true or false only, naming file, line and key", "[core]") {
+TEST_CASE("included_in_benchmark takes true or false only, naming file, line and key", "[suite]") {
   traces::trace_loader loader;
   loader.add_jsonl_text(
     R"j({"op_name": "aten.relu.default", "args": "((T([4], f32),), {})", "included_in_benchmark": true})j" "\n"
@@ -234,7 +234,7 @@ TEST_CASE("included_in_benchmark takes true or false only, naming file, line and
   CHECK(r.loaded.ops[1].op_name == "aten.neg.default"); // no such column: as before
 }
 
-TEST_CASE("bytes that are not text are escaped in what a bad line quotes", "[core]") {
+TEST_CASE("bytes that are not text are escaped in what a bad line quotes", "[suite]") {
   CHECK(traces::printable("plain text, 'quoted'") == "plain text, 'quoted'");
   CHECK(traces::printable("caf\xc3\xa9 \xe2\x9c\x93") == "caf\xc3\xa9 \xe2\x9c\x93"); // UTF-8 stays
   CHECK(traces::printable(std::string("\x1b[2J\x00\x7f\t", 7)) == "\\x1b[2J\\x00\\x7f\\x09");
@@ -246,7 +246,7 @@ TEST_CASE("bytes that are not text are escaped in what a bad line quotes", "[cor
                        "'\\x7fELF\\x02\\x01\\x01\\x1b[31m'");
 }
 
-TEST_CASE("data that selects no operator is an error that says why", "[core]") {
+TEST_CASE("data that selects no operator is an error that says why", "[suite]") {
   bb::test::temp_dir dir;
   plan_request req;
   req.suite_name = "torchbench";
@@ -296,7 +296,7 @@ TEST_CASE("data that selects no operator is an error that says why", "[core]") {
         != std::string::npos);
 }
 
-TEST_CASE("an --ops filter that matches nothing is an error naming the suite", "[core]") {
+TEST_CASE("an --ops filter that matches nothing is an error naming the suite", "[suite]") {
   plan_request req;
   req.ops = {"nosuchop"};
   auto plan = make_plan(req);
