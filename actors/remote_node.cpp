@@ -27,13 +27,17 @@ std::string wake_endpoint(const void* link) {
 
 } // namespace
 
-// What the link's thread and its slot actors share.
+// What the link's thread, its slot actors and the link's owner share; `m` guards all but the
+// context and the flag.
 struct remote_node::shared {
   std::mutex m;
   std::deque<wire_message> outbox;
   zmq::context_t ctx;
   std::vector<remote_slot_actor> slots;
   coordinator_actor coordinator;
+  // What the node said of itself at its last welcome; the thread replaces it when the node
+  // rejoins, while the owner may be reading it (remote_node::info).
+  node_info info;
   std::atomic<bool> stopping{false};
 
   // Queues a message for the node and wakes the thread.
@@ -112,6 +116,11 @@ void remote_node::set_coordinator(coordinator_actor c) {
   state_->coordinator = std::move(c);
 }
 
+node_info remote_node::info() const {
+  std::lock_guard<std::mutex> guard(state_->m);
+  return state_->info;
+}
+
 void remote_node::stop() {
   if (!thread_.joinable())
     return;
@@ -125,11 +134,12 @@ namespace {
 // The link's thread: one DEALER socket to the node, in named steps. It greets the node, then
 // loops: forward what the slots queued, route what the node sent, keep the heartbeat, and
 // declare the node lost when it falls silent; a lost node is greeted again until it answers.
+// connect() waits on `welcomed`, which the loop owns with it: the loop answers it once.
 class link_loop {
 public:
   link_loop(caf::actor_system& sys, const remote_node_config& cfg, std::shared_ptr<remote_node::shared> st,
-            node_info& info, std::promise<std::string>& welcomed)
-    : sys_(sys), cfg_(cfg), st_(std::move(st)), info_(info), welcomed_(welcomed),
+            std::shared_ptr<std::promise<std::string>> welcomed)
+    : sys_(sys), cfg_(cfg), st_(std::move(st)), welcomed_(std::move(welcomed)),
       dealer_(st_->ctx, zmq::socket_type::dealer), wakeups_(st_->ctx, zmq::socket_type::pull),
       monitor_(st_->ctx, zmq::socket_type::pair) {
   }
@@ -152,10 +162,10 @@ public:
       if ((items[0].revents & ZMQ_POLLIN) && !receive_all())
         return; // refused before the welcome
       if (!answered_ && seconds_since(started_) > cfg_.connect_timeout_s) {
-        welcomed_.set_value("node " + cfg_.name + " (" + cfg_.endpoint + ") did not answer within "
-                            + std::to_string(int(cfg_.connect_timeout_s)) + " s"
-                            + (refusals_logged_.empty() ? std::string(": is it up, and do its CURVE keys match ours?")
-                                                        : ": it refused us (see above)"));
+        answer("node " + cfg_.name + " (" + cfg_.endpoint + ") did not answer within "
+               + std::to_string(int(cfg_.connect_timeout_s)) + " s"
+               + (refusals_logged_.empty() ? std::string(": is it up, and do its CURVE keys match ours?")
+                                           : ": it refused us (see above)"));
         return;
       }
       beat();
@@ -180,6 +190,14 @@ private:
     auto m = kind("hello");
     m.settings = cfg_.settings;
     return m;
+  }
+
+  // connect()'s answer, given once: "" (welcomed) or why not.
+  void answer(std::string why) {
+    if (answered_)
+      return;
+    answered_ = true;
+    welcomed_->set_value(std::move(why));
   }
 
   static double seconds_since(clock::time_point t) {
@@ -239,8 +257,7 @@ private:
               "nodes.keys is not this node's, or the node runs without keys";
       }
       if (!why.empty() && !answered_) {
-        answered_ = true;
-        welcomed_.set_value("node " + cfg_.name + " (" + cfg_.endpoint + "): " + why);
+        answer("node " + cfg_.name + " (" + cfg_.endpoint + "): " + why);
         return false;
       }
     }
@@ -291,8 +308,7 @@ private:
           spdlog::error("node {}: refused: {}{}", cfg_.name, msg.text,
                         busy && !answered_ ? "; greeting it again until it is free" : "");
         if (!answered_ && !busy) {
-          answered_ = true;
-          welcomed_.set_value("node " + cfg_.name + " refused: " + msg.text);
+          answer("node " + cfg_.name + " refused: " + msg.text);
           return false;
         }
         continue;
@@ -322,8 +338,7 @@ private:
         // The node took our session: it is free again at once, not after its silence.
         send(kind("bye"));
         if (!answered_) {
-          answered_ = true;
-          welcomed_.set_value(why);
+          answer(why);
         } else if (connected_) {
           lose(why);
         }
@@ -334,13 +349,10 @@ private:
     // the slots handed out stay.
     if (answered_ && connected_)
       return true;
-    const auto& node = msg.node;
-    info_ = node;
-    make_slots();
+    make_slots(msg.node);
     if (!answered_) {
-      answered_ = true;
       connected_ = true;
-      welcomed_.set_value("");
+      answer("");
     } else if (!connected_) {
       connected_ = true;
       rejoin();
@@ -348,17 +360,17 @@ private:
     return true;
   }
 
-  // Fresh slot actors for the node's slots.
-  void make_slots() {
+  // Fresh slot actors for the node's slots, published with what the node said of itself.
+  void make_slots(const node_info& node) {
     std::vector<remote_slot_actor> slots;
-    for (uint32_t i = 0; i < info_.slots; ++i)
+    for (uint32_t i = 0; i < node.slots; ++i)
       slots.push_back(sys_.spawn(remote_slot, st_, i, cfg_.name));
     std::lock_guard<std::mutex> guard(st_->m);
+    st_->info = node;
     st_->slots = slots;
   }
 
   void rejoin() {
-    spdlog::info("node {}: back; rejoining with {} slots", cfg_.name, info_.slots);
     std::vector<evaluator_actor> fresh;
     coordinator_actor coordinator;
     {
@@ -366,6 +378,7 @@ private:
       fresh.assign(st_->slots.begin(), st_->slots.end());
       coordinator = st_->coordinator;
     }
+    spdlog::info("node {}: back; rejoining with {} slots", cfg_.name, fresh.size());
     if (coordinator)
       caf::anon_send(coordinator, atom::join_v, std::move(fresh));
   }
@@ -413,8 +426,7 @@ private:
   caf::actor_system& sys_;
   const remote_node_config& cfg_;
   std::shared_ptr<remote_node::shared> st_;
-  node_info& info_;
-  std::promise<std::string>& welcomed_;
+  std::shared_ptr<std::promise<std::string>> welcomed_;
   const std::string session_ = new_session();
   std::set<std::string> refusals_logged_;
   zmq::socket_t dealer_;
@@ -433,9 +445,10 @@ private:
 } // namespace
 
 caf::expected<std::vector<evaluator_actor>> remote_node::connect() {
-  std::promise<std::string> welcomed;
-  auto answer = welcomed.get_future();
-  thread_ = std::thread([this, &welcomed] { link_loop(sys_, cfg_, state_, info_, welcomed).run(); });
+  // Shared with the thread, which may outlive this call's frame.
+  auto welcomed = std::make_shared<std::promise<std::string>>();
+  auto answer = welcomed->get_future();
+  thread_ = std::thread([this, welcomed] { link_loop(sys_, cfg_, state_, welcomed).run(); });
   auto why = answer.get();
   if (!why.empty()) {
     thread_.join();

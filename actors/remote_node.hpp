@@ -56,10 +56,9 @@ public:
   /// Where a rejoining node's new slots are announced.
   void set_coordinator(coordinator_actor c);
 
-  /// What the node said of itself.
-  const node_info& info() const {
-    return info_;
-  }
+  /// What the node said of itself, as of its last welcome (a rejoining node says it again,
+  /// from the link's thread): a copy taken under the link's lock.
+  node_info info() const;
 
   /// Says bye and stops the thread.
   void stop();
@@ -69,7 +68,6 @@ public:
 private:
   caf::actor_system& sys_;
   remote_node_config cfg_;
-  node_info info_;
   std::shared_ptr<shared> state_;
   std::thread thread_;
 };

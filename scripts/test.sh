@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up (scripts/setup.sh: packages, Python with torch, build) and runs every test. Tests
 # tagged [gpu] skip themselves on a machine without a GPU: ctest counts them as skipped and
-# the end of the run lists each with its reason. Extra arguments go to ctest, e.g.
-# scripts/test.sh -R integration.
+# the end of the run lists each with its reason. Then the node link's tests under
+# ThreadSanitizer (scripts/tsan.sh). Extra arguments go to ctest, e.g.
+# scripts/test.sh -R integration (and leave out the ThreadSanitizer run).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${BBCLUSTER_BUILD_DIR:-$here/build}
@@ -33,4 +34,12 @@ if [ -s "$BB_TEST_SKIP_LOG" ]; then
   sed 's/^/[test]   /' "$BB_TEST_SKIP_LOG" >&2
 fi
 echo "[test] tests took $(( $(date +%s) - built )) s" >&2
+# The node link's tests again under ThreadSanitizer, in a build of their own; not when ctest
+# was given a selection.
+if [ $# -eq 0 ]; then
+  tsan_started=$(date +%s)
+  echo "[test] the node link's tests under ThreadSanitizer (scripts/tsan.sh)" >&2
+  "$here/scripts/tsan.sh" || rc=$?
+  echo "[test] scripts/tsan.sh took $(( $(date +%s) - tsan_started )) s" >&2
+fi
 exit $rc

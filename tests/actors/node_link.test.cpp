@@ -1,13 +1,17 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <map>
 #include <string>
 #include <thread>
 
+#include <atomic>
+
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include "actors/node_server.hpp"
 #include "actors/remote_node.hpp"
@@ -57,7 +61,99 @@ std::string connect_with(const settings_map& sent, apply_fn apply, settings_map*
   return out;
 }
 
+// A node named `name` with one slot (no evaluator behind it: no job is sent to it), serving
+// on `endpoint` from its own thread until destroyed.
+class serving_node {
+public:
+  serving_node(caf::actor_system& sys, const std::string& endpoint, const std::string& name)
+    : server_(sys, config(endpoint, name), {}, compile_pool_actor{}) {
+    thread_ = std::thread([this] {
+      if (auto why = server_.run(); !why.empty())
+        bound_.set_value("cannot serve: " + why);
+    });
+    endpoint_ = bound_.get_future().get();
+  }
+  ~serving_node() {
+    server_.stop();
+    thread_.join();
+  }
+
+  /// The endpoint bound, or "cannot serve: ..." why not.
+  const std::string& endpoint() const {
+    return endpoint_;
+  }
+
+private:
+  node_server_config config(const std::string& endpoint, const std::string& name) {
+    node_server_config ncfg;
+    ncfg.endpoint = endpoint;
+    ncfg.info.name = name;
+    ncfg.info.slots = 1;
+    ncfg.info.device = "cpu";
+    ncfg.on_bound = [this](const std::string& e) { bound_.set_value(e); };
+    return ncfg;
+  }
+
+  std::promise<std::string> bound_;
+  node_server server_;
+  std::thread thread_;
+  std::string endpoint_;
+};
+
 } // namespace
+
+TEST_CASE("a link loses a node that falls silent and rejoins it when it answers again", "[actors]") {
+  caf::actor_system_config cfg;
+  cfg.add_message_types<caf::id_block::bb>();
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto first = std::make_unique<serving_node>(sys, "tcp://127.0.0.1:0", "n1");
+  const auto endpoint = first->endpoint();
+  REQUIRE(endpoint.rfind("tcp://", 0) == 0);
+  remote_node_config rcfg;
+  rcfg.endpoint = endpoint;
+  rcfg.name = "n1";
+  rcfg.heartbeat_s = 0.1;
+  rcfg.silence_s = 1;
+  rcfg.connect_timeout_s = 10;
+  remote_node link(sys, rcfg);
+  auto slots = link.connect();
+  REQUIRE(slots);
+  REQUIRE(slots->size() == 1);
+  CHECK(link.info().name == "n1");
+  // Someone (the sweep, a log line) reads what the node said of itself while the link's
+  // thread takes in the node's second welcome.
+  std::atomic<bool> reading{true};
+  std::atomic<int> reads{0};
+  std::thread reader([&] {
+    while (reading) {
+      auto info = link.info();
+      if (info.slots == 1 && !info.name.empty())
+        ++reads;
+      std::this_thread::yield();
+    }
+  });
+  // The node goes away: past silence_s its slot quits.
+  self->monitor(slots->front());
+  first.reset();
+  bool lost = false;
+  self->receive([&](caf::down_msg&) { lost = true; }, caf::after(std::chrono::seconds(10)) >> [] {});
+  CHECK(lost);
+  // A node comes back on the same endpoint: the link greets it, and announces its new slot.
+  link.set_coordinator(caf::actor_cast<coordinator_actor>(self));
+  serving_node second(sys, endpoint, "n1-back");
+  CHECK(second.endpoint() == endpoint);
+  std::vector<evaluator_actor> fresh;
+  self->receive([&](atom::join, std::vector<evaluator_actor>& s) { fresh = std::move(s); },
+                caf::after(std::chrono::seconds(10)) >> [] {});
+  reading = false;
+  reader.join();
+  CHECK(reads > 0);
+  REQUIRE(fresh.size() == 1);
+  CHECK(fresh.front() != slots->front());
+  CHECK(link.info().name == "n1-back");
+  link.stop();
+}
 
 TEST_CASE("a node applies the sweep settings its coordinator sends, or is refused", "[actors]") {
   const settings_map sent = {{"timing.rounds", "3"}, {"timing.timer", "\"adaptive\""}};
