@@ -8,7 +8,6 @@
 #include <thread>
 
 #include <spdlog/spdlog.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include "cluster/local_nodes.hpp"
 #include "cluster/slurm.hpp"
 #include "messages/errors.hpp"
+#include "process/spawn.hpp"
 
 namespace bb {
 
@@ -29,30 +29,23 @@ std::string bbnode_program(const cluster_request& req) {
   return (std::filesystem::path(runner).parent_path() / "bbnode").string();
 }
 
-// Runs a launcher's command in the background, its output to `log`; returns its pid. It gets
-// SIGTERM when the thread that called this ends (the sweep's main thread: bbcluster's end), so
-// a killed coordinator leaves no node behind.
+// Runs a launcher's command in the background, its output to `log`; returns its pid (-1 when
+// it did not start, said in the log). It gets SIGTERM when the thread that called this ends
+// (the sweep's main thread: bbcluster's end), so a killed coordinator leaves no node behind.
 pid_t spawn(std::vector<std::string> words, const std::string& log) {
   std::filesystem::create_directories(std::filesystem::path(log).parent_path());
-  std::vector<char*> argv;
-  for (auto& w : words)
-    argv.push_back(w.data());
-  argv.push_back(nullptr);
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    // Its own process group: Ctrl-C at bbcluster's terminal stops the sweep gracefully and
-    // must not end the nodes under the jobs they are finishing.
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) // it died before the line above
-      ::_exit(0);
-    std::freopen(log.c_str(), "a", stdout);
-    std::freopen(log.c_str(), "a", stderr);
-    ::execvp(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
+  spawn_spec spec;
+  spec.argv = std::move(words);
+  spec.out = stdio_spec::append_to(log);
+  spec.err = stdio_spec::to_stdout();
+  // Its own process group: Ctrl-C at bbcluster's terminal stops the sweep gracefully and
+  // must not end the nodes under the jobs they are finishing.
+  spec.group = process_group::new_group;
+  spec.parent_death_signal = SIGTERM;
+  auto child = spawn_process(spec);
+  if (!child.ok())
+    spdlog::error("bbcluster: {}", child.error);
+  return child.pid;
 }
 
 // The bbnode arguments every launcher passes on.
@@ -224,11 +217,9 @@ void close_cluster(cluster& c) {
     if (pid <= 0)
       continue;
     int status = 0;
-    for (int i = 0; i < 100 && ::waitpid(pid, &status, WNOHANG) == 0; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (wait_for_exit(pid, 5000, status) == wait_outcome::running) {
       ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
+      wait_for_exit(pid, -1, status);
     }
   }
   c.children.clear();

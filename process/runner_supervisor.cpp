@@ -9,7 +9,6 @@
 #include <cstring>
 #include <thread>
 
-#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -18,6 +17,7 @@
 #include "messages/runner_protocol.hpp"
 #include "process/frames.hpp"
 #include "process/proc.hpp"
+#include "process/spawn.hpp"
 
 namespace bb {
 
@@ -64,84 +64,41 @@ runner_supervisor::~runner_supervisor() {
 
 std::string runner_supervisor::start(const runner_spec& spec, int timeout_ms) {
   stop();
-  auto sandbox = decide_sandbox(spec.sandbox.mode);
-  if (!sandbox.refusal.empty())
-    return sandbox.refusal;
-  // An ignored SIGCHLD (inherited from a launcher) makes the kernel reap children itself, and
-  // then no exit status can be read: restore the default before the first child.
-  struct sigaction current {};
-  if (::sigaction(SIGCHLD, nullptr, &current) == 0 && current.sa_handler == SIG_IGN)
-    ::signal(SIGCHLD, SIG_DFL);
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return std::string("socketpair failed: ") + std::strerror(errno);
-  int log_fd = ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) {
-    ::close(sv[0]);
-    ::close(sv[1]);
-    return "cannot open runner log " + spec.log_path + ": " + std::strerror(errno);
-  }
-  // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
-  std::vector<std::string> words{spec.program};
-  words.insert(words.end(), spec.args.begin(), spec.args.end());
-  words.push_back("--fd");
-  words.push_back(std::to_string(sv[1]));
-  if (sandbox.wrap)
-    words = sandbox_command(spec.sandbox, words, bwrap_program(), ::geteuid() == 0);
-  bool limited = spec.sandbox.mode != sandbox_mode::off;
-  auto limits = spec.sandbox.limits;
-  limits.max_data_bytes = spec.memory_limit_bytes;
-  std::vector<char*> argv;
-  for (auto& w : words)
-    argv.push_back(w.data());
-  argv.push_back(nullptr);
-  const char* dir = spec.work_dir.empty() ? nullptr : spec.work_dir.c_str();
+  spawn_spec child;
+  child.argv = {spec.program};
+  child.argv.insert(child.argv.end(), spec.args.begin(), spec.args.end());
+  child.argv.insert(child.argv.end(), {"--fd", std::to_string(sv[1])});
   // The runner's environment: the inherited one without secrets, then the spec's entries.
-  std::vector<std::string> env_entries;
+  child.env.emplace();
   for (char** e = environ; *e; ++e) {
     std::string entry = *e;
     if (!is_secret_variable(entry.substr(0, entry.find('='))))
-      env_entries.push_back(entry);
+      child.env->push_back(entry);
   }
-  env_entries.insert(env_entries.end(), spec.env.begin(), spec.env.end());
-  std::vector<char*> envp;
-  for (auto& e : env_entries)
-    envp.push_back(e.data());
-  envp.push_back(nullptr);
-  rlimit memory{spec.memory_limit_bytes, spec.memory_limit_bytes};
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(sv[0]);
-    ::close(sv[1]);
-    ::close(log_fd);
-    return std::string("fork failed: ") + std::strerror(errno);
-  }
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    rlimit no_core{0, 0};
-    ::setrlimit(RLIMIT_CORE, &no_core);
-    if (limited)
-      apply_limits(limits);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0)
-      ::dup2(devnull, 0);
-    ::dup2(log_fd, 1);
-    ::dup2(log_fd, 2);
-    ::fcntl(sv[1], F_SETFD, 0);
-    if (dir && ::chdir(dir) != 0)
-      ::_exit(126);
-    if (memory.rlim_cur > 0)
-      ::setrlimit(RLIMIT_DATA, &memory);
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
-  // Also from the parent, so the group exists before we might signal it.
-  ::setpgid(pid, pid);
+  child.env->insert(child.env->end(), spec.env.begin(), spec.env.end());
+  child.work_dir = spec.work_dir;
+  child.in = stdio_spec::null();
+  child.out = stdio_spec::append_to(spec.log_path);
+  child.err = stdio_spec::to_stdout();
+  child.keep_fds = {sv[1]};
+  child.group = process_group::new_group;
+  child.rlimits.push_back({RLIMIT_CORE, 0});
+  if (spec.memory_limit_bytes > 0)
+    child.rlimits.push_back({RLIMIT_DATA, spec.memory_limit_bytes});
+  child.sandbox = spec.sandbox;
+  child.sandbox.limits.max_data_bytes = spec.memory_limit_bytes;
+  auto started = spawn_process(child);
   ::close(sv[1]);
-  ::close(log_fd);
-  pid_ = pid;
+  if (!started.ok()) {
+    ::close(sv[0]);
+    return started.error;
+  }
+  pid_ = started.pid;
   fd_ = sv[0];
-  sandboxed_ = sandbox.wrap;
+  sandboxed_ = started.sandboxed;
   setup_timeout_ms_ = timeout_ms;
   std::string frame;
   auto st = frames::read_frame(fd_, frame, timeout_ms);
@@ -182,7 +139,7 @@ std::string runner_supervisor::start(const runner_spec& spec, int timeout_ms) {
       return "runner answered '" + ready.kind + "' to configure";
     }
     where_ = ready.where;
-    where_.sandbox = sandbox.label;
+    where_.sandbox = started.sandbox_label;
   } catch (const std::exception& e) {
     terminate(500);
     return std::string("malformed answer to configure: ") + e.what();

@@ -12,11 +12,11 @@
 #include <thread>
 
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "process/runner_supervisor.hpp"
+#include "process/spawn.hpp"
 
 namespace bb {
 
@@ -182,21 +182,7 @@ std::vector<std::string> sandbox_command(const sandbox_policy& p, const std::vec
 
 std::string bwrap_program() {
   const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    auto end = dirs.find(':', start);
-    auto dir = dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (!dir.empty()) {
-      auto candidate = dir + "/bwrap";
-      if (::access(candidate.c_str(), X_OK) == 0)
-        return candidate;
-    }
-    if (end == std::string::npos)
-      break;
-    start = end + 1;
-  }
-  return "";
+  return find_in_path("bwrap", path ? path : "/usr/bin:/bin");
 }
 
 namespace {
@@ -213,49 +199,37 @@ std::string try_sandbox() {
   bool root = ::geteuid() == 0;
   if (root && ::access("/usr/bin/setpriv", X_OK) != 0 && ::access("/bin/setpriv", X_OK) != 0)
     return "setpriv (util-linux) is not installed";
-  auto words = sandbox_command(p, {"/bin/true"}, bwrap, root);
-  std::vector<char*> argv;
-  for (auto& w : words)
-    argv.push_back(w.data());
-  argv.push_back(nullptr);
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
-    return std::string("pipe failed: ") + std::strerror(errno);
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(pipe_fds[0]);
-    ::close(pipe_fds[1]);
-    return std::string("fork failed: ") + std::strerror(errno);
-  }
-  if (pid == 0) {
-    int devnull = ::open("/dev/null", O_RDWR);
-    ::dup2(devnull, 0);
-    ::dup2(devnull, 1);
-    ::dup2(pipe_fds[1], 2);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(pipe_fds[1]);
-  ::fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
+  spawn_spec check;
+  check.argv = sandbox_command(p, {"/bin/true"}, bwrap, root);
+  check.in = stdio_spec::null();
+  check.out = stdio_spec::null();
+  check.err = stdio_spec::pipe();
+  auto child = spawn_process(check);
+  if (!child.ok())
+    return child.error;
+  pid_t pid = child.pid;
+  ::fcntl(child.err, F_SETFL, O_NONBLOCK);
   std::string err;
   int status = 0;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   for (;;) {
+    // Read after the exit is seen too: bwrap's complaint comes right before it.
+    bool exited = ::waitpid(pid, &status, WNOHANG) == pid;
     char buf[512];
     ssize_t n;
-    while ((n = ::read(pipe_fds[0], buf, sizeof(buf))) > 0)
+    while ((n = ::read(child.err, buf, sizeof(buf))) > 0)
       err.append(buf, static_cast<size_t>(n));
-    if (::waitpid(pid, &status, WNOHANG) == pid)
+    if (exited)
       break;
     if (std::chrono::steady_clock::now() > deadline) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
-      ::close(pipe_fds[0]);
+      ::close(child.err);
       return "bwrap did not finish a trivial sandbox in 20 s";
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ::close(pipe_fds[0]);
+  ::close(child.err);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
     return "";
   while (!err.empty() && (err.back() == '\n' || err.back() == ' '))
@@ -294,21 +268,6 @@ sandbox_decision decide_sandbox(sandbox_mode mode) {
     d.label = "none: " + why;
   }
   return d;
-}
-
-void apply_limits(const sandbox_limits& l) {
-  rlimit no_core{0, 0};
-  ::setrlimit(RLIMIT_CORE, &no_core);
-  auto set = [](int resource, uint64_t value) {
-    if (value == 0)
-      return;
-    rlimit r{value, value};
-    ::setrlimit(resource, &r);
-  };
-  set(RLIMIT_NPROC, l.max_processes);
-  set(RLIMIT_FSIZE, l.max_file_bytes);
-  set(RLIMIT_NOFILE, l.max_open_files);
-  set(RLIMIT_DATA, l.max_data_bytes);
 }
 
 std::vector<std::string> gpu_device_nodes(const std::string& gpu, const std::string& dev) {

@@ -9,7 +9,8 @@
 // unprivileged user (the kernel does not hold root to its process limit).
 //
 // sandbox_command() only builds bwrap's argument list from a plain description; nothing is
-// started there. runner_supervisor and run_process wrap their exec with it.
+// started there. spawn_process (process/spawn.hpp) wraps a program with it and applies the
+// limits.
 
 #include <cstdint>
 #include <string>
@@ -88,9 +89,6 @@ struct sandbox_decision {
 };
 
 sandbox_decision decide_sandbox(sandbox_mode mode);
-
-/// Applies `l` and turns core dumps off. Async-signal-safe: call it between fork and exec.
-void apply_limits(const sandbox_limits& l);
 
 /// The device nodes a GPU slot needs: /dev/nvidia<gpu> with nvidiactl, nvidia-uvm,
 /// nvidia-uvm-tools and nvidia-modeset, those of them that exist under `dev`. Every GPU node
