@@ -70,7 +70,7 @@ int inheritable_fd(const std::string& path) {
 
 } // namespace
 
-TEST_CASE("spawn: a program that cannot run is named with the errno of its exec", "[core]") {
+TEST_CASE("spawn: a program that cannot run is named with the errno of its exec", "[process]") {
   bb::spawn_spec spec;
   spec.argv = {"/no/such/program", "--flag"};
   auto child = bb::spawn_process(spec);
@@ -102,7 +102,7 @@ TEST_CASE("spawn: a program that cannot run is named with the errno of its exec"
   CHECK(bb::children_of(::getpid()).empty());
 }
 
-TEST_CASE("spawn: only the descriptors asked for stay open in the child", "[core]") {
+TEST_CASE("spawn: only the descriptors asked for stay open in the child", "[process]") {
   bb::test::temp_dir dir;
   int leaked = inheritable_fd(dir / "leaked");
   int kept = inheritable_fd(dir / "kept");
@@ -137,7 +137,7 @@ TEST_CASE("spawn: only the descriptors asked for stay open in the child", "[core
 }
 
 TEST_CASE("spawn: a child in a new group is reached with everything it started by a group kill",
-          "[core]") {
+          "[process]") {
   bb::spawn_spec spec;
   spec.argv = {"sh", "-c", "sleep 30 & echo started; wait"};
   spec.in = bb::stdio_spec::null();
@@ -188,7 +188,7 @@ TEST_CASE("spawn: a child in a new group is reached with everything it started b
   }
 }
 
-TEST_CASE("spawn: stdout and stderr go to a file, to a pipe, or together", "[core]") {
+TEST_CASE("spawn: stdout and stderr go to a file, to a pipe, or together", "[process]") {
   bb::test::temp_dir dir;
   bb::test::write_file(dir / "log", "before\n");
   bb::spawn_spec spec;
@@ -226,7 +226,7 @@ TEST_CASE("spawn: stdout and stderr go to a file, to a pipe, or together", "[cor
   CHECK(child.in == -1);
 }
 
-TEST_CASE("spawn: the child starts with no signal blocked or ignored", "[core]") {
+TEST_CASE("spawn: the child starts with no signal blocked or ignored", "[process]") {
   sigset_t usr1, before;
   sigemptyset(&usr1);
   sigaddset(&usr1, SIGUSR1);
@@ -241,7 +241,7 @@ TEST_CASE("spawn: the child starts with no signal blocked or ignored", "[core]")
   CHECK(status == "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
 }
 
-TEST_CASE("spawn: the environment, working folder and limits are the spec's", "[core]") {
+TEST_CASE("spawn: the environment, working folder and limits are the spec's", "[process]") {
   bb::test::temp_dir dir;
   ::setenv("BB_SPAWN_PARENT_ONLY", "parent", 1);
   bb::spawn_spec spec;
@@ -260,7 +260,7 @@ TEST_CASE("spawn: the environment, working folder and limits are the spec's", "[
 }
 
 TEST_CASE("spawn: the parent-death signal ends the child with the thread that started it",
-          "[core]") {
+          "[process]") {
   bb::spawned_process child;
   std::thread starter([&] {
     bb::spawn_spec spec;
