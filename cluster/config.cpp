@@ -17,6 +17,7 @@
 #include "artefacts/reference_cache.hpp"
 #include "bb_build_config.hpp"
 #include "messages/errors.hpp"
+#include "suite/args.hpp"
 
 namespace bb {
 
@@ -165,26 +166,10 @@ std::string toml_string(const std::string& text) {
   return out + "\"";
 }
 
-// `x` as a TOML float, in the fewest digits that read back as `x`: 0.005, 1.0, 1e+308.
+// `x` as a TOML float: Python's repr (shortest round-trip digits, "1.0", "0.005", "1e+308",
+// "inf", "nan") is valid TOML.
 std::string toml_float(double x) {
-  if (std::isnan(x))
-    return "nan";
-  if (std::isinf(x))
-    return x > 0 ? "inf" : "-inf";
-  char buf[40];
-  if (x == std::floor(x) && std::fabs(x) < 1e15) {
-    std::snprintf(buf, sizeof(buf), "%.1f", x);
-    return buf;
-  }
-  for (int digits = 1; digits <= 17; ++digits) {
-    std::snprintf(buf, sizeof(buf), "%.*g", digits, x);
-    if (std::strtod(buf, nullptr) == x)
-      break;
-  }
-  std::string out = buf;
-  if (out.find_first_of(".en") == std::string::npos)
-    out += ".0";
-  return out;
+  return args::python_repr(x);
 }
 
 struct key_info {
