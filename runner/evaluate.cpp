@@ -350,7 +350,11 @@ std::optional<call_error> run_checked_kernel_call(op_context& ctx, const built_c
   if (python_kernel_of(ctx))
     python_mark_threads();
   double pending = 0.0;
-  auto e = run_one_call(ctx, "kernel_calls", ctx.impl, call, in, res, &pending, &ref);
+  // On a CPU the heap is not poisoned here: the reference's own call is not either, and an
+  // operator that leaves part of its output unwritten (grid_sampler_2d_backward) would then
+  // differ from itself.
+  auto e = run_one_call(ctx, "kernel_calls", ctx.impl, call, in, res, &pending,
+                        ctx.opts.device == "cuda" ? &ref : nullptr);
   if (!e && pending > pending_work_threshold_ms && !ctx.synchronized_timer) {
     // Confirmed on two more calls, so that a hiccup of the host is not taken for hidden work.
     double least = pending;
