@@ -1,6 +1,7 @@
 #include "runner/runner.hpp"
 
 #include <algorithm>
+#include <iostream>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "runner/native_kernel.hpp"
 #include "runner/opinfo.hpp"
 #include "runner/python_kernel.hpp"
+#include "runner/stream_watch.hpp"
 #include "runner/timing.hpp"
 #include "suite/args.hpp"
 #include "suite/ops.hpp"
@@ -316,9 +318,11 @@ input_state& input(op_context& ctx, const std::string& text, const std::string& 
 // With `poison_like`, the memory outputs like it would take is filled with the canary after
 // the input's copies are made and before the call (poison_memory_for), so that a kernel
 // reading an output it never wrote reads NaN.
+// With `watched`, the call's launches are watched (stream_watch): what it put on other streams.
 std::optional<call_error> run_one_call(op_context& ctx, const char* phase, const kernel& k,
                                        const built_call& call, prepared_input& in, c10::IValue& out,
-                                       double* pending_ms = nullptr, const c10::IValue* poison_like = nullptr) {
+                                       double* pending_ms = nullptr, const c10::IValue* poison_like = nullptr,
+                                       stream_report* watched = nullptr) {
   return ctx.phases.time(phase, [&] {
     return guarded([&] {
       in = prepare(call, ctx.op.schema(), &k);
@@ -326,7 +330,13 @@ std::optional<call_error> run_one_call(op_context& ctx, const char* phase, const
         own("poisoning the memory the outputs take", [&] { poison_memory_for(*poison_like, ctx.opts.device); });
       if (&k == &ctx.impl && ctx.kernel_called)
         *ctx.kernel_called = true;
-      out = k.call(in);
+      if (watched) {
+        stream_watch watch;
+        out = k.call(in);
+        *watched = watch.stop();
+      } else {
+        out = k.call(in);
+      }
       if (pending_ms)
         *pending_ms = pending_device_work_ms(ctx.opts.device);
       else
@@ -350,11 +360,32 @@ std::optional<call_error> run_checked_kernel_call(op_context& ctx, const built_c
   if (python_kernel_of(ctx))
     python_mark_threads();
   double pending = 0.0;
+  stream_report streams;
+  bool cuda = ctx.opts.device == "cuda";
+  static bool told_unwatched = false;
+  if (std::string why; cuda && !told_unwatched && !stream_watch_available(&why)) {
+    told_unwatched = true;
+    std::cerr << "bbrunner: launches are not watched (" << why
+              << "): work left on another stream is found only when it outlasts the call by "
+              << pending_work_threshold_ms << " ms" << std::endl;
+  }
   // On a CPU the heap is not poisoned here: the reference's own call is not either, and an
   // operator that leaves part of its output unwritten (grid_sampler_2d_backward) would then
   // differ from itself.
-  auto e = run_one_call(ctx, "kernel_calls", ctx.impl, call, in, res, &pending,
-                        ctx.opts.device == "cuda" ? &ref : nullptr);
+  auto e = run_one_call(ctx, "kernel_calls", ctx.impl, call, in, res, &pending, cuda ? &ref : nullptr,
+                        cuda ? &streams : nullptr);
+  if (!streams.elsewhere.empty() && !ctx.synchronized_timer) {
+    // Work on another stream, seen at its launch however short: timed with the whole device.
+    std::string seen;
+    for (auto& s : streams.elsewhere)
+      seen += (seen.empty() ? "" : ", ") + s;
+    std::cerr << "bbrunner: " << ctx.job.op_name << ": the kernel put work on another stream than its caller's ("
+              << seen << "): timed with the synchronized timer" << std::endl;
+    raise_flag(ctx, "work_off_timed_stream");
+    ctx.synchronized_timer = true;
+  }
+  // Without the watch (no CUPTI), a device-wide synchronization that waits on after the call's
+  // stream is done says the same of work long enough to see.
   if (!e && pending > pending_work_threshold_ms && !ctx.synchronized_timer) {
     // Confirmed on two more calls, so that a hiccup of the host is not taken for hidden work.
     double least = pending;

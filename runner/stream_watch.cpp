@@ -1,0 +1,289 @@
+#include "runner/stream_watch.hpp"
+
+#ifdef BB_WITH_CUPTI
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+
+#include <dlfcn.h>
+
+#include <c10/cuda/CUDAStream.h>
+#include <cupti.h> // with the parameters of every runtime and driver call
+#endif
+
+namespace bb::runner {
+
+#ifdef BB_WITH_CUPTI
+namespace {
+
+// The four CUPTI functions the watch uses, from the libcupti found when bbrunner was built
+// (the one beside this torch's CUDA runtime) or, failing that, the loader's.
+struct cupti_api {
+  decltype(&cuptiSubscribe) subscribe = nullptr;
+  decltype(&cuptiEnableCallback) enable = nullptr;
+  decltype(&cuptiGetCallbackState) state = nullptr;
+  decltype(&cuptiGetResultString) result_string = nullptr;
+  CUpti_SubscriberHandle subscriber = nullptr;
+  std::string why; // empty: usable
+};
+
+// A call the watch looks at, and where its stream is in the call's parameters; `per_thread`:
+// the _ptsz form, where stream 0 is the calling thread's default stream, not the legacy one.
+struct watched_call {
+  CUpti_CallbackDomain domain;
+  CUpti_CallbackId id;
+  bool per_thread;
+  void* (*stream)(const void* params);
+};
+
+template <class Params>
+void* stream_field(const void* p) {
+  return static_cast<const Params*>(p)->stream;
+}
+
+template <class Params>
+void* hstream_field(const void* p) {
+  return static_cast<const Params*>(p)->hStream;
+}
+
+template <class Params>
+void* config_stream(const void* p) {
+  auto* config = static_cast<const Params*>(p)->config;
+  return config ? config->stream : nullptr;
+}
+
+template <class Params>
+void* config_hstream(const void* p) {
+  auto* config = static_cast<const Params*>(p)->config;
+  return config ? config->hStream : nullptr;
+}
+
+#define BB_RUNTIME(name, params, how, ptsz) \
+  watched_call{CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##name, ptsz, &how<params>}
+#define BB_DRIVER(name, params, how, ptsz) \
+  watched_call{CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##name, ptsz, &how<params>}
+
+// Every way to put work on a stream: kernel launches (plain, extended, cooperative), graph
+// launches, asynchronous copies and sets, host functions; the runtime's and the driver's
+// (Triton launches through the driver).
+const watched_call watched_calls[] = {
+  BB_RUNTIME(cudaLaunchKernel_v7000, cudaLaunchKernel_v7000_params, stream_field, false),
+  BB_RUNTIME(cudaLaunchKernel_ptsz_v7000, cudaLaunchKernel_ptsz_v7000_params, stream_field, true),
+  BB_RUNTIME(cudaLaunchKernelExC_v11060, cudaLaunchKernelExC_v11060_params, config_stream, false),
+  BB_RUNTIME(cudaLaunchKernelExC_ptsz_v11060, cudaLaunchKernelExC_ptsz_v11060_params, config_stream, true),
+  BB_RUNTIME(cudaLaunchCooperativeKernel_v9000, cudaLaunchCooperativeKernel_v9000_params, stream_field, false),
+  BB_RUNTIME(cudaLaunchCooperativeKernel_ptsz_v9000, cudaLaunchCooperativeKernel_ptsz_v9000_params, stream_field, true),
+  BB_RUNTIME(cudaMemcpyAsync_v3020, cudaMemcpyAsync_v3020_params, stream_field, false),
+  BB_RUNTIME(cudaMemcpyAsync_ptsz_v7000, cudaMemcpyAsync_ptsz_v7000_params, stream_field, true),
+  BB_RUNTIME(cudaMemcpy2DAsync_v3020, cudaMemcpy2DAsync_v3020_params, stream_field, false),
+  BB_RUNTIME(cudaMemcpy2DAsync_ptsz_v7000, cudaMemcpy2DAsync_ptsz_v7000_params, stream_field, true),
+  BB_RUNTIME(cudaMemsetAsync_v3020, cudaMemsetAsync_v3020_params, stream_field, false),
+  BB_RUNTIME(cudaMemsetAsync_ptsz_v7000, cudaMemsetAsync_ptsz_v7000_params, stream_field, true),
+  BB_RUNTIME(cudaLaunchHostFunc_v10000, cudaLaunchHostFunc_v10000_params, stream_field, false),
+  BB_RUNTIME(cudaLaunchHostFunc_ptsz_v10000, cudaLaunchHostFunc_ptsz_v10000_params, stream_field, true),
+  BB_RUNTIME(cudaGraphLaunch_v10000, cudaGraphLaunch_v10000_params, stream_field, false),
+  BB_RUNTIME(cudaGraphLaunch_ptsz_v10000, cudaGraphLaunch_ptsz_v10000_params, stream_field, true),
+  BB_DRIVER(cuLaunchKernel, cuLaunchKernel_params, hstream_field, false),
+  BB_DRIVER(cuLaunchKernel_ptsz, cuLaunchKernel_ptsz_params, hstream_field, true),
+  BB_DRIVER(cuLaunchKernelEx, cuLaunchKernelEx_params, config_hstream, false),
+  BB_DRIVER(cuLaunchKernelEx_ptsz, cuLaunchKernelEx_ptsz_params, config_hstream, true),
+  BB_DRIVER(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_params, hstream_field, false),
+  BB_DRIVER(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel_ptsz_params, hstream_field, true),
+  BB_DRIVER(cuLaunchGridAsync, cuLaunchGridAsync_params, hstream_field, false),
+  BB_DRIVER(cuMemcpyAsync, cuMemcpyAsync_params, hstream_field, false),
+  BB_DRIVER(cuMemcpyAsync_ptsz, cuMemcpyAsync_ptsz_params, hstream_field, true),
+  BB_DRIVER(cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_params, hstream_field, false),
+  BB_DRIVER(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyHtoDAsync_v2_ptsz_params, hstream_field, true),
+  BB_DRIVER(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_params, hstream_field, false),
+  BB_DRIVER(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync_v2_ptsz_params, hstream_field, true),
+  BB_DRIVER(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_params, hstream_field, false),
+  BB_DRIVER(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync_v2_ptsz_params, hstream_field, true),
+  BB_DRIVER(cuMemsetD8Async, cuMemsetD8Async_params, hstream_field, false),
+  BB_DRIVER(cuMemsetD8Async_ptsz, cuMemsetD8Async_ptsz_params, hstream_field, true),
+  BB_DRIVER(cuMemsetD32Async, cuMemsetD32Async_params, hstream_field, false),
+  BB_DRIVER(cuMemsetD32Async_ptsz, cuMemsetD32Async_ptsz_params, hstream_field, true),
+  BB_DRIVER(cuLaunchHostFunc, cuLaunchHostFunc_params, hstream_field, false),
+  BB_DRIVER(cuLaunchHostFunc_ptsz, cuLaunchHostFunc_ptsz_params, hstream_field, true),
+  BB_DRIVER(cuGraphLaunch, cuGraphLaunch_params, hstream_field, false),
+  BB_DRIVER(cuGraphLaunch_ptsz, cuGraphLaunch_ptsz_params, hstream_field, true),
+};
+
+#undef BB_RUNTIME
+#undef BB_DRIVER
+
+// The stream handles 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD as one of the last two.
+uintptr_t canonical(void* stream, bool per_thread) {
+  auto v = reinterpret_cast<uintptr_t>(stream);
+  if (v == 0)
+    return per_thread ? 0x2 : 0x1;
+  return v;
+}
+
+// What the callbacks fill; they run on whichever thread launched.
+struct watch_state {
+  std::mutex mutex;
+  uintptr_t timed = 0;
+  int64_t launches = 0;
+  int64_t away = 0;
+  std::vector<std::string> elsewhere;
+};
+
+watch_state& state() {
+  static watch_state s;
+  return s;
+}
+
+constexpr size_t max_described = 4;
+
+void CUPTIAPI on_call(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
+  auto* info = static_cast<const CUpti_CallbackData*>(data);
+  if (info->callbackSite != CUPTI_API_ENTER)
+    return;
+  for (const auto& w : watched_calls) {
+    if (w.domain != domain || w.id != id)
+      continue;
+    auto stream = canonical(w.stream(info->functionParams), w.per_thread);
+    auto& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    ++s.launches;
+    if (stream != s.timed) {
+      ++s.away;
+      if (s.elsewhere.size() < max_described) {
+        char handle[32];
+        std::snprintf(handle, sizeof handle, "%#llx", static_cast<unsigned long long>(stream));
+        s.elsewhere.push_back(std::string(info->functionName ? info->functionName : "a launch")
+                              + " on stream " + handle);
+      }
+    }
+    return;
+  }
+}
+
+cupti_api load() {
+  cupti_api api;
+  void* lib = nullptr;
+  std::string tried;
+  for (const char* name : {BB_CUPTI_LIBRARY, "libcupti.so", "libcupti.so.13", "libcupti.so.12"}) {
+    if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)))
+      break;
+    tried += std::string(tried.empty() ? "" : ", ") + name;
+  }
+  if (!lib) {
+    api.why = "no libcupti could be loaded (tried " + tried + ")";
+    return api;
+  }
+  api.subscribe = reinterpret_cast<decltype(api.subscribe)>(dlsym(lib, "cuptiSubscribe"));
+  api.enable = reinterpret_cast<decltype(api.enable)>(dlsym(lib, "cuptiEnableCallback"));
+  api.state = reinterpret_cast<decltype(api.state)>(dlsym(lib, "cuptiGetCallbackState"));
+  api.result_string = reinterpret_cast<decltype(api.result_string)>(dlsym(lib, "cuptiGetResultString"));
+  if (!api.subscribe || !api.enable || !api.state || !api.result_string) {
+    api.why = "libcupti lacks the callback API";
+    return api;
+  }
+  auto rc = api.subscribe(&api.subscriber, reinterpret_cast<CUpti_CallbackFunc>(&on_call), nullptr);
+  if (rc != CUPTI_SUCCESS) {
+    const char* text = nullptr;
+    api.result_string(rc, &text);
+    api.why = std::string("CUPTI refused a subscriber: ") + (text ? text : "unknown error");
+  }
+  return api;
+}
+
+cupti_api& api() {
+  static cupti_api a = load();
+  return a;
+}
+
+bool set_callbacks(bool on) {
+  auto& a = api();
+  for (const auto& w : watched_calls)
+    if (a.enable(on ? 1 : 0, a.subscriber, w.domain, w.id) != CUPTI_SUCCESS)
+      return false;
+  return true;
+}
+
+// Whether every callback is still on: a kernel that turned them off is not believed.
+bool callbacks_still_on() {
+  auto& a = api();
+  for (const auto& w : watched_calls) {
+    uint32_t on = 0;
+    if (a.state(&on, a.subscriber, w.domain, w.id) != CUPTI_SUCCESS || !on)
+      return false;
+  }
+  return true;
+}
+
+} // namespace
+
+bool stream_watch_available(std::string* why) {
+  auto& a = api();
+  if (why)
+    *why = a.why;
+  return a.why.empty();
+}
+
+stream_watch::stream_watch() {
+  if (!stream_watch_available())
+    return;
+  auto& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.timed = canonical(c10::cuda::getCurrentCUDAStream().stream(), false);
+    s.launches = 0;
+    s.away = 0;
+    s.elsewhere.clear();
+  }
+  on_ = true;
+  if (!set_callbacks(true)) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.elsewhere.push_back("the watch's callbacks could not be turned on");
+  }
+}
+
+stream_watch::~stream_watch() {
+  stop();
+}
+
+stream_report stream_watch::stop() {
+  stream_report r;
+  if (!on_)
+    return r;
+  on_ = false;
+  bool intact = callbacks_still_on();
+  set_callbacks(false);
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  r.launches = s.launches;
+  r.elsewhere = std::move(s.elsewhere);
+  s.elsewhere.clear();
+  if (s.away > static_cast<int64_t>(r.elsewhere.size()))
+    r.elsewhere.push_back("and " + std::to_string(s.away - static_cast<int64_t>(r.elsewhere.size()))
+                          + " more");
+  if (!intact)
+    r.elsewhere.push_back("the watch's callbacks were turned off during the call");
+  return r;
+}
+
+#else
+
+bool stream_watch_available(std::string* why) {
+  if (why)
+#ifdef BB_WITH_CUDA
+    *why = "this bbrunner was built without CUPTI's headers";
+#else
+    *why = "this bbrunner was built without CUDA";
+#endif
+  return false;
+}
+
+stream_watch::stream_watch() = default;
+
+stream_watch::~stream_watch() = default;
+
+stream_report stream_watch::stop() {
+  return {};
+}
+
+#endif
+
+} // namespace bb::runner

@@ -1,0 +1,70 @@
+#include <catch2/catch.hpp>
+
+#include "skip.hpp"
+
+#include <ATen/ATen.h>
+
+#ifdef BB_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "runner/stream_watch.hpp"
+#include "runner/timing.hpp"
+
+using namespace bb::runner;
+
+TEST_CASE("the stream watch tells work on the caller's stream from work on any other", "[gpu]") {
+#ifdef BB_WITH_CUDA
+  if (!at::hasCUDA()) {
+    BB_SKIP("no GPU on this machine: [gpu] test skipped");
+  }
+  std::string why;
+  INFO(why);
+  REQUIRE(stream_watch_available(&why));
+  auto x = at::rand({1}, at::TensorOptions().device(at::kCUDA));
+  synchronize("cuda");
+  {
+    stream_watch watch;
+    (void)at::relu(x);
+    auto r = watch.stop();
+    CHECK(r.launches >= 1);
+    CHECK(r.elsewhere.empty());
+  }
+  {
+    // One element's negation on a pool stream: microseconds of work, still seen.
+    stream_watch watch;
+    auto side = c10::cuda::getStreamFromPool();
+    {
+      c10::cuda::CUDAStreamGuard guard(side);
+      (void)at::neg(x);
+    }
+    (void)at::relu(x);
+    auto r = watch.stop();
+    CHECK(r.launches >= 2);
+    REQUIRE(r.elsewhere.size() == 1);
+    CHECK(r.elsewhere[0].find(" on stream 0x") != std::string::npos);
+  }
+  {
+    // A watch started on a non-default stream takes that one as the caller's.
+    auto side = c10::cuda::getStreamFromPool();
+    c10::cuda::CUDAStreamGuard guard(side);
+    stream_watch watch;
+    (void)at::relu(x);
+    auto r = watch.stop();
+    CHECK(r.launches >= 1);
+    CHECK(r.elsewhere.empty());
+  }
+  {
+    // Stopped means stopped: a launch after stop() is not counted by the next watch either.
+    stream_watch watch;
+    auto r = watch.stop();
+    (void)at::relu(x);
+    CHECK(r.launches == 0);
+    CHECK(watch.stop().launches == 0);
+  }
+  synchronize("cuda");
+#else
+  BB_SKIP("this build has no CUDA: [gpu] test skipped");
+#endif
+}
