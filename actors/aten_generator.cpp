@@ -6,7 +6,7 @@ generator_actor::behavior_type aten_generator(aten_generator_pointer) {
   return {
     [](atom::generate, const std::string&) -> artefact {
       artefact a;
-      a.kind = "aten";
+      a.kind = kernel_kind::aten;
       a.hash = "aten";
       return a;
     },

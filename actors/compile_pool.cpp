@@ -54,13 +54,13 @@ void dispatch(compile_pool_pointer self) {
       .then(
         [=](compile_outcome& out) mutable {
           auto& st = self->state;
-          if (out.status == "compile_failed")
+          if (out.status == outcome::compile_failed)
             ++st.failed;
           else if (out.cached)
             ++st.cached;
-          else if (out.status == "ok")
+          else if (out.status == outcome::ok)
             ++st.built;
-          spdlog::info("compile_pool: {} {} ({}{:.1f} s)", job.kernel.path, out.status,
+          spdlog::info("compile_pool: {} {} ({}{:.1f} s)", job.kernel.path, to_string(out.status),
                        out.cached ? "cached, " : "", out.seconds);
           answer(self, job.key, out);
           st.idle.push_back(worker);
@@ -68,7 +68,7 @@ void dispatch(compile_pool_pointer self) {
         },
         [=](caf::error& err) mutable {
           compile_outcome out;
-          out.status = "compile_failed";
+          out.status = outcome::compile_failed;
           out.message = "compiler worker failed: " + describe(err);
           answer(self, job.key, out);
           // A worker whose request failed is not reused; replace it.
@@ -97,7 +97,7 @@ compile_pool_actor::behavior_type compile_pool(compile_pool_pointer self, compil
       auto& st = self->state;
       auto rp = self->make_response_promise<compile_outcome>();
       // An artefact is its kind, entry and source (hash); one without a hash builds on its own.
-      auto key = a.hash.empty() ? "#" + std::to_string(++st.requests) : a.kind + ":" + a.entry + ":" + a.hash;
+      auto key = a.hash.empty() ? "#" + std::to_string(++st.requests) : std::string(to_string(a.kind)) + ":" + a.entry + ":" + a.hash;
       auto& waiters = st.waiting[key];
       waiters.push_back(rp);
       if (waiters.size() == 1) {

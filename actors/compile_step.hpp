@@ -17,14 +17,9 @@
 
 namespace bb {
 
-/// Whether `kind` names a native artefact, built before evaluation.
-inline bool is_native_kind(const std::string& kind) {
-  return kind == "cpp" || kind == "cu";
-}
-
 /// The terminal result of a job whose native kernel did not build (`out` not ok).
 inline eval_result failed_build(const eval_job& job, const compile_outcome& out) {
-  auto why = out.status == "needs_cuda" ? outcome::needs_cuda : outcome::compile_failed;
+  auto why = out.status == outcome::needs_cuda ? outcome::needs_cuda : outcome::compile_failed;
   auto detail = out.message + (out.log_path.empty() ? "" : "\n(full log: " + out.log_path + ")");
   return failed_result(job, why, detail);
 }
@@ -37,14 +32,14 @@ inline eval_result failed_build(const eval_job& job, const compile_outcome& out)
 template <class Self>
 void prepare_job(Self* self, const compile_pool_actor& compiler, eval_job job,
                  std::function<void(eval_job)> ready, std::function<void(eval_result)> failed) {
-  if (!is_native_kind(job.kernel.kind) || !compiler) {
+  if (!is_native(job.kernel.kind) || !compiler) {
     ready(std::move(job));
     return;
   }
   self->request(compiler, caf::infinite, atom::compile_v, job.kernel)
     .then(
       [=](compile_outcome& out) mutable {
-        if (out.status != "ok") {
+        if (out.status != outcome::ok) {
           failed(failed_build(job, out));
           return;
         }

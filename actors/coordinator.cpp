@@ -218,7 +218,7 @@ void dispatch(coordinator_pointer self) {
 // fails ends the job. Compiles thus run ahead while evaluators work on earlier jobs.
 void compile_then_queue(coordinator_pointer self, uint64_t id, artefact a) {
   auto& st = self->state;
-  if (a.kind == "none") {
+  if (a.kind == kernel_kind::none) {
     // The generator has no kernel for this version: a failed result, which goes back to it.
     auto job = st.table.job(id);
     job.kernel = a;

@@ -50,7 +50,7 @@ artefact file_version(generative_pointer self, const author_request& req, author
   rec.author_note = reply.note;
   rec.author_seconds = reply.seconds;
   artefact a;
-  a.kind = "none";
+  a.kind = kernel_kind::none;
   a.source = "v" + std::to_string(req.version) + ": " + reply.why;
   if (!reply.session_dir.empty()) {
     std::string err;
@@ -75,12 +75,12 @@ artefact file_version(generative_pointer self, const author_request& req, author
         a.source = "v" + std::to_string(req.version) + " (" + rec.file + "): " + why;
     }
   }
-  rec.verdict = a.kind == "none" ? "no kernel: " + a.source : "being evaluated";
+  rec.verdict = a.kind == kernel_kind::none ? "no kernel: " + a.source : "being evaluated";
   c.summary.versions.push_back(rec);
   write_summaries(self, c);
   spdlog::info("generative_generator: {} v{} {} in {:.1f} s{}", req.op.op_name, req.version,
-               a.kind == "none" ? "has no kernel" : "written", reply.seconds,
-               a.kind == "none" ? ": " + reply.why : "");
+               a.kind == kernel_kind::none ? "has no kernel" : "written", reply.seconds,
+               a.kind == kernel_kind::none ? ": " + reply.why : "");
   return a;
 }
 

@@ -85,9 +85,9 @@ void answer_zap(zmq::socket_t& zap, const std::string& allowed) {
   zap.send(zmq::str_buffer(""));
 }
 
-wire_message reply(std::string kind) {
+wire_message reply(node_message kind) {
   wire_message m;
-  m.kind = std::move(kind);
+  m.kind = kind;
   return m;
 }
 
@@ -172,7 +172,7 @@ private:
         --in_flight_;
       if (f.coordinator == coordinator_)
         send(router_, coordinator_, [&] {
-          auto m = reply("result");
+          auto m = reply(node_message::result);
           m.slot = f.slot;
           m.result = std::move(f.result);
           return m;
@@ -192,7 +192,7 @@ private:
         logged_.clear();
       spdlog::warn("node_server: refused peer {}: {}", peer_name(to), why);
     }
-    auto r = reply("refuse");
+    auto r = reply(node_message::refuse);
     r.text = std::move(why);
     send(router_, to, r);
   }
@@ -234,7 +234,7 @@ private:
   }
 
   void handle(const std::string& from, wire_message& msg) {
-    if (msg.kind == "hello") {
+    if (msg.kind == node_message::hello) {
       // The session served now keeps the node: the same session may greet again from a new
       // socket (its link reconnected), another peer waits until it ends.
       bool same_session = !session_.empty() && msg.session == session_;
@@ -270,24 +270,24 @@ private:
       coordinator_ = from;
       session_ = msg.session;
       last_heard_ = clock::now();
-      auto r = reply("welcome");
+      auto r = reply(node_message::welcome);
       r.node = cfg_.info;
       r.settings = std::move(applied);
       send(router_, from, r);
     } else if (from != coordinator_) {
       refuse(from, "say hello first");
-    } else if (msg.kind == "ping") {
+    } else if (msg.kind == node_message::ping) {
       last_heard_ = clock::now();
-      send(router_, from, reply("pong"));
-    } else if (msg.kind == "job" && msg.slot < slots_.size()) {
+      send(router_, from, reply(node_message::pong));
+    } else if (msg.kind == node_message::job && msg.slot < slots_.size()) {
       last_heard_ = clock::now();
       dispatch(from, msg.slot, std::move(msg.job));
-    } else if (msg.kind == "bye") {
+    } else if (msg.kind == node_message::bye) {
       spdlog::info("node_server: the coordinator said bye: idle, waiting for the next");
       coordinator_.clear();
       session_.clear();
     } else {
-      refuse(from, "unknown message '" + msg.kind + "' or slot " + std::to_string(msg.slot));
+      refuse(from, std::string("unexpected message '") + to_string(msg.kind) + "' or slot " + std::to_string(msg.slot));
     }
   }
 

@@ -46,6 +46,12 @@ struct remote_node::shared {
     outbox.push_back(std::move(msg));
     wake(ctx, wake_endpoint(this));
   }
+
+  // Wakes the thread with nothing to send (to see `stopping`).
+  void wake_thread() {
+    std::lock_guard<std::mutex> guard(m);
+    wake(ctx, wake_endpoint(this));
+  }
 };
 
 namespace {
@@ -77,7 +83,7 @@ remote_slot_actor::behavior_type remote_slot(remote_slot_actor::stateful_pointer
       st.running = job;
       st.promise = rp;
       wire_message msg;
-      msg.kind = "job";
+      msg.kind = node_message::job;
       msg.slot = st.slot;
       msg.job = job;
       st.link->post(std::move(msg));
@@ -125,7 +131,7 @@ void remote_node::stop() {
   if (!thread_.joinable())
     return;
   state_->stopping = true;
-  state_->post(wire_message{}); // wakes the thread
+  state_->wake_thread();
   thread_.join();
 }
 
@@ -172,14 +178,14 @@ public:
       watch_silence();
     }
     if (connected_)
-      send(kind("bye"));
+      send(kind(node_message::bye));
     lose("the sweep ended");
   }
 
 private:
   using clock = std::chrono::steady_clock;
 
-  static wire_message kind(const char* k) {
+  static wire_message kind(node_message k) {
     wire_message m;
     m.kind = k;
     return m;
@@ -187,7 +193,7 @@ private:
 
   // A hello carries the sweep's settings, which the node applies before it welcomes us.
   wire_message hello() const {
-    auto m = kind("hello");
+    auto m = kind(node_message::hello);
     m.settings = cfg_.settings;
     return m;
   }
@@ -284,7 +290,7 @@ private:
       out.swap(st_->outbox);
     }
     for (auto& m : out)
-      if (connected_ && !m.kind.empty())
+      if (connected_)
         send(m);
   }
 
@@ -301,7 +307,7 @@ private:
         spdlog::error("node {}: malformed message: {}", cfg_.name, e.what());
         continue;
       }
-      if (msg.kind == "refuse") {
+      if (msg.kind == node_message::refuse) {
         // A refusal is never a heartbeat: a node that keeps refusing falls silent and is lost.
         bool busy = msg.text.rfind(busy_refusal, 0) == 0;
         if (refusals_logged_.insert(msg.text.substr(0, msg.text.find('('))).second)
@@ -314,10 +320,10 @@ private:
         continue;
       }
       last_heard_ = clock::now();
-      if (msg.kind == "welcome") {
+      if (msg.kind == node_message::welcome) {
         if (!welcome(msg))
           return false;
-      } else if (msg.kind == "result") {
+      } else if (msg.kind == node_message::result) {
         route_result(msg);
       }
     }
@@ -336,7 +342,7 @@ private:
                    "this sweep's (" + list + "): is it another bbcluster version?";
         spdlog::error("{}", why);
         // The node took our session: it is free again at once, not after its silence.
-        send(kind("bye"));
+        send(kind(node_message::bye));
         if (!answered_) {
           answer(why);
         } else if (connected_) {
@@ -399,7 +405,7 @@ private:
     if (seconds_since(last_beat_) < cfg_.heartbeat_s)
       return;
     last_beat_ = clock::now();
-    send(answered_ && connected_ ? kind("ping") : hello());
+    send(answered_ && connected_ ? kind(node_message::ping) : hello());
   }
 
   void watch_silence() {

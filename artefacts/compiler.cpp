@@ -131,12 +131,12 @@ std::string default_cache_dir() {
 }
 
 std::string cache_key(const artefact& a, const toolchain& tc, const std::string& compiler_id) {
-  std::string material = "bbcluster-kernel-1\n" + a.kind + "\n" + a.entry + "\n" + a.source + "\n";
+  std::string material = "bbcluster-kernel-1\n" + std::string(to_string(a.kind)) + "\n" + a.entry + "\n" + a.source + "\n";
   for (auto& f : tc.flags)
     material += f + "\n";
   for (auto& d : tc.include_dirs)
     material += d + "\n";
-  material += compiler_id + "\n" + tc.torch_version + "\n" + (a.kind == "cu" ? tc.cuda_arch : "");
+  material += compiler_id + "\n" + tc.torch_version + "\n" + (a.kind == kernel_kind::cu ? tc.cuda_arch : "");
   return sha256_hex(material);
 }
 
@@ -193,28 +193,28 @@ std::string ensure_pch(const compile_settings& s) {
 compile_outcome build_kernel(const artefact& a, const compile_settings& s) {
   auto start = std::chrono::steady_clock::now();
   compile_outcome out;
-  auto finish = [&](std::string status) {
-    out.status = std::move(status);
+  auto finish = [&](outcome status) {
+    out.status = status;
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;
   };
-  if (a.kind == "cu" && (!s.has_cuda || s.tools.nvcc.empty())) {
+  if (a.kind == kernel_kind::cu && (!s.has_cuda || s.tools.nvcc.empty())) {
     out.message = s.has_cuda ? "no nvcc on this node" : "a CUDA kernel needs a GPU; this node has none";
-    return finish("needs_cuda");
+    return finish(outcome::needs_cuda);
   }
   auto tc = s.tools;
-  auto key = cache_key(a, tc, compiler_identity(a.kind == "cu" ? tc.nvcc : tc.cxx, s.cache_dir));
+  auto key = cache_key(a, tc, compiler_identity(a.kind == kernel_kind::cu ? tc.nvcc : tc.cxx, s.cache_dir));
   auto object = fs::path(s.cache_dir) / "objects" / key.substr(0, 2) / (key + ".so");
   if (fs::exists(object)) {
     out.object_path = object.string();
     out.cached = true;
-    return finish("ok");
+    return finish(outcome::ok);
   }
   auto tmp = fresh_tmp(s.cache_dir);
-  auto source = tmp / (a.entry + (a.kind == "cu" ? ".cu" : ".cpp"));
+  auto source = tmp / (a.entry + (a.kind == kernel_kind::cu ? ".cu" : ".cpp"));
   std::ofstream(source, std::ios::binary) << a.source;
   std::vector<std::string> cmd;
-  if (a.kind == "cu") {
+  if (a.kind == kernel_kind::cu) {
     cmd = nvcc_command(tc);
   } else {
     cmd = cxx_command(tc, tc.use_pch ? ensure_pch(s) : "");
@@ -230,22 +230,22 @@ compile_outcome build_kernel(const artefact& a, const compile_settings& s) {
       log << w << " ";
     log << "\n";
   }
-  auto r = run_process(cmd, out.log_path, s.timeout_s, compiler_sandbox(s, tmp, a.kind == "cu"));
+  auto r = run_process(cmd, out.log_path, s.timeout_s, compiler_sandbox(s, tmp, a.kind == kernel_kind::cu));
   if (!r.ok()) {
     out.message = r.timed_out ? "the compiler ran past " + std::to_string(int(s.timeout_s)) + " s"
                               : trim_compiler_log(read_text(out.log_path));
     fs::remove_all(tmp, ec);
-    return finish("compile_failed");
+    return finish(outcome::compile_failed);
   }
   fs::create_directories(object.parent_path(), ec);
   fs::rename(built, object, ec); // atomic; a concurrent identical build may have won: fine
   fs::remove_all(tmp, ec);
   if (!fs::exists(object)) {
     out.message = "cannot publish the object into " + object.parent_path().string();
-    return finish("compile_failed");
+    return finish(outcome::compile_failed);
   }
   out.object_path = object.string();
-  return finish("ok");
+  return finish(outcome::ok);
 }
 
 } // namespace bb

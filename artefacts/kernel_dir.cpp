@@ -13,19 +13,16 @@ namespace bb {
 
 namespace fs = std::filesystem;
 
-std::string kernel_kind_of(const std::string& filename) {
-  auto ext = fs::path(filename).extension().string();
-  if (ext == ".py" || ext == ".cpp" || ext == ".cu")
-    return ext.substr(1);
-  return "";
+std::optional<kernel_kind> kernel_kind_of(const std::string& filename) {
+  return kernel_kind_of_extension(fs::path(filename).extension().string());
 }
 
 namespace {
 
 // Whether the source defines the entry point: a Python function (or a name bound to one), or
 // a C++ function exported with BBCLUSTER_EXPORT_KERNEL.
-bool has_entry_point(const std::string& kind, const std::string& source, const std::string& entry) {
-  if (kind == "py") {
+bool has_entry_point(kernel_kind kind, const std::string& source, const std::string& entry) {
+  if (kind == kernel_kind::py) {
     std::regex def("(^|\\n)\\s*(async\\s+)?def\\s+" + entry + "\\s*\\(|(^|\\n)" + entry + "\\s*=");
     return std::regex_search(source, def);
   }
@@ -41,13 +38,13 @@ std::string read_kernel_file(const std::string& path, const std::string& folder,
     return "cannot read the file";
   std::stringstream ss;
   ss << in.rdbuf();
-  out.kind = kernel_kind_of(path);
+  out.kind = kernel_kind_of(path).value_or(kernel_kind::none);
   out.path = path;
   out.source = ss.str();
   out.hash = sha256_hex(out.source);
   out.entry = folder + "_kernel_impl";
   if (!has_entry_point(out.kind, out.source, out.entry))
-    return out.kind == "py" ? "no function named " + out.entry + " (the entry point)"
+    return out.kind == kernel_kind::py ? "no function named " + out.entry + " (the entry point)"
                             : "no BBCLUSTER_EXPORT_KERNEL(" + out.entry + ") (the entry point)";
   return "";
 }
@@ -75,7 +72,7 @@ kernel_dir_scan scan_kernel_dir(const std::string& dir) {
     std::vector<std::string> files;
     for (auto& f : fs::directory_iterator(folder_path, ec)) {
       auto name = f.path().filename().string();
-      if (f.is_regular_file() && !kernel_kind_of(name).empty()
+      if (f.is_regular_file() && kernel_kind_of(name)
           && name.rfind(folder + "_implementation", 0) == 0)
         files.push_back(name);
     }

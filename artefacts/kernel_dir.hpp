@@ -3,6 +3,7 @@
 // BackendBench's directory layout of kernels: <dir>/<folder>/<folder>_implementation*.{py,cpp,cu},
 // folder = op name with "." replaced by "__". The first file in sorted order is the one used.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,7 @@ kernel_dir_scan scan_kernel_dir(const std::string& dir);
 /// Reads one implementation file as an artefact; "" or why not (missing entry point, ...).
 std::string read_kernel_file(const std::string& path, const std::string& folder, artefact& out);
 
-/// The kind of a kernel file by its extension: "py", "cpp", "cu", or "" for another file.
-std::string kernel_kind_of(const std::string& filename);
+/// The kind of a kernel file by its extension (py, cpp or cu); nullopt for another file.
+std::optional<kernel_kind> kernel_kind_of(const std::string& filename);
 
 } // namespace bb

@@ -96,7 +96,7 @@ double serial_seconds(const std::vector<bb::op_brief>& ops, double latency, cons
     for (uint32_t version = 1; version <= 2; ++version) {
       std::this_thread::sleep_for(std::chrono::duration<double>(latency));
       std::string err;
-      auto path = folder.write_version(ops[i].folder, version, "py", kernel_code(ops[i], version, i), err);
+      auto path = folder.write_version(ops[i].folder, version, bb::kernel_kind::py, kernel_code(ops[i], version, i), err);
       bb::eval_job job;
       job.job_id = ++id;
       job.attempt = 1;

@@ -32,7 +32,7 @@ bb::artefact example(const std::string& folder, const std::string& file) {
 }
 
 void row(const char* what, const bb::compile_outcome& o, double cold) {
-  std::printf("  %-28s %-15s %8.3f s   %6.3fx of cold  (%.1fx faster)\n", what, o.status.c_str(),
+  std::printf("  %-28s %-15s %8.3f s   %6.3fx of cold  (%.1fx faster)\n", what, bb::to_string(o.status),
               o.seconds, cold > 0 ? o.seconds / cold : 0.0, o.seconds > 0 ? cold / o.seconds : 0.0);
 }
 
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
     std::printf(".cu (examples/kernels/mul__Tensor, -arch=%s):\n", arch.c_str());
     auto cu_cold = bb::build_kernel(cu, s);
     row("cold", cu_cold, cu_cold.seconds);
-    if (cu_cold.status != "ok")
+    if (cu_cold.status != bb::outcome::ok)
       std::printf("%s\n", cu_cold.message.c_str());
     auto cu_hit = bb::build_kernel(cu, s);
     row("cache hit", cu_hit, cu_cold.seconds);

@@ -57,7 +57,7 @@ public:
     auto start = clock_type::now();
     deadline_ = start;
     bb::runner_reply reply;
-    reply.kind = "result";
+    reply.kind = bb::runner_reply_kind::result;
     reply.result = bb::result_for(job_, where(opts_));
     auto& r = reply.result;
     bool paired = job_.correctness_inputs == job_.performance_inputs;
@@ -98,7 +98,7 @@ private:
 
   void step(const char* kind, size_t i) {
     bb::runner_reply note;
-    note.kind = "progress";
+    note.kind = bb::runner_reply_kind::progress;
     note.text = std::string(kind) + " input " + std::to_string(i + 1);
     note.input_kind = kind;
     note.input_index = static_cast<uint32_t>(i);

@@ -10,33 +10,6 @@
 
 namespace bb {
 
-bool parse_dsl(const std::string& text, kernel_dsl& out) {
-  if (text == "triton")
-    out = kernel_dsl::triton;
-  else if (text == "pytorch")
-    out = kernel_dsl::pytorch;
-  else if (text == "cuda")
-    out = kernel_dsl::cuda;
-  else if (text == "cutedsl")
-    out = kernel_dsl::cutedsl;
-  else if (text == "helion")
-    out = kernel_dsl::helion;
-  else
-    return false;
-  return true;
-}
-
-const char* to_string(kernel_dsl dsl) {
-  switch (dsl) {
-    case kernel_dsl::triton: return "triton";
-    case kernel_dsl::pytorch: return "pytorch";
-    case kernel_dsl::cuda: return "cuda";
-    case kernel_dsl::cutedsl: return "cutedsl";
-    case kernel_dsl::helion: return "helion";
-  }
-  return "triton";
-}
-
 const char* dsl_title(kernel_dsl dsl) {
   switch (dsl) {
     case kernel_dsl::triton: return "Triton";
@@ -48,8 +21,8 @@ const char* dsl_title(kernel_dsl dsl) {
   return "Triton";
 }
 
-const char* kernel_kind(kernel_dsl dsl) {
-  return dsl == kernel_dsl::cuda ? "cu" : "py";
+kernel_kind kind_of(kernel_dsl dsl) {
+  return dsl == kernel_dsl::cuda ? kernel_kind::cu : kernel_kind::py;
 }
 
 std::string kernel_folder(const std::string& op_name) {

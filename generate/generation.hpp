@@ -17,16 +17,13 @@ namespace bb {
 /// The kernel language an llm author is asked to write (BackendBench's --dsl, plus cuda).
 /// cutedsl is NVIDIA's CuTe DSL (the nvidia-cutlass-dsl package), helion the Helion DSL; both
 /// are .py kernels like triton and pytorch.
-enum class kernel_dsl { triton, pytorch, cuda, cutedsl, helion };
+BB_NAMED_ENUM(kernel_dsl, triton, pytorch, cuda, cutedsl, helion);
 
-bool parse_dsl(const std::string& text, kernel_dsl& out);
-const char* to_string(kernel_dsl dsl);
-
-/// The artefact kind a DSL's kernels are written as: "py", or "cu" for cuda.
 /// The language's name as prompts give it: "Triton", "CuTe DSL", ...
 const char* dsl_title(kernel_dsl dsl);
 
-const char* kernel_kind(kernel_dsl dsl);
+/// The artefact kind a DSL's kernels are written as: py, or cu for cuda.
+kernel_kind kind_of(kernel_dsl dsl);
 
 /// The folder and entry prefix of an operator: "aten.add.Tensor" -> "add__Tensor".
 std::string kernel_folder(const std::string& op_name);

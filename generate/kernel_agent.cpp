@@ -213,7 +213,7 @@ std::string check_kernel_agent(const kernel_agent_config& cfg, agent_provider& f
 author_reply run_kernel_agent(const kernel_agent_config& cfg, const author_request& req,
                               const std::function<void(double)>& sleep) {
   author_reply out;
-  out.kind = "py";
+  out.kind = kernel_kind::py;
   auto started = std::chrono::steady_clock::now();
   auto stem = fs::path(req.log_dir) / (req.op.folder + "_v" + std::to_string(req.version));
   auto request_path = stem.string() + ".request.json";

@@ -158,7 +158,7 @@ std::string describe_failure(const llm_config& cfg, const http_response& r) {
 author_reply ask_llm(const llm_config& cfg, const author_request& req, const http_poster& post,
                      const sleeper& sleep) {
   author_reply out;
-  out.kind = kernel_kind(cfg.dsl);
+  out.kind = kind_of(cfg.dsl);
   auto started = std::chrono::steady_clock::now();
   auto request = make_llm_request(cfg, kernel_prompt(req.op, cfg.dsl, req.feedback));
   http_response response;

@@ -108,9 +108,9 @@ std::string run_folder::find_latest(const std::string& parent, const std::string
 }
 
 std::string run_folder::version_file(const std::string& folder, uint32_t version) const {
-  for (auto kind : {"py", "cu", "cpp"}) {
+  for (auto kind : {kernel_kind::py, kernel_kind::cu, kernel_kind::cpp}) {
     auto file = fs::path(path_) / folder
-                / (folder + "_implementation_v" + std::to_string(version) + "." + kind);
+                / (folder + "_implementation_v" + std::to_string(version) + "." + to_string(kind));
     if (fs::exists(file))
       return file.string();
   }
@@ -130,7 +130,7 @@ std::vector<std::string> run_folder::sessions_of(const std::string& folder) cons
 }
 
 std::string run_folder::write_version(const std::string& folder, uint32_t version,
-                                      const std::string& kind, const std::string& code,
+                                      kernel_kind kind, const std::string& code,
                                       std::string& error) const {
   auto dir = fs::path(path_) / folder;
   std::error_code ec;
@@ -139,7 +139,7 @@ std::string run_folder::write_version(const std::string& folder, uint32_t versio
     error = "cannot create " + dir.string() + ": " + ec.message();
     return "";
   }
-  auto file = dir / (folder + "_implementation_v" + std::to_string(version) + "." + kind);
+  auto file = dir / (folder + "_implementation_v" + std::to_string(version) + "." + to_string(kind));
   error = write_file_atomically(file, code);
   return error.empty() ? file.string() : "";
 }

@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "messages/records.hpp"
+
 namespace bb {
 
 /// One evaluated (or failed) version of an operator's kernel.
@@ -79,7 +81,7 @@ public:
   }
 
   /// Writes `<folder>/<folder>_implementation_v<version>.<kind>`; its path, or "" with `error`.
-  std::string write_version(const std::string& folder, uint32_t version, const std::string& kind,
+  std::string write_version(const std::string& folder, uint32_t version, kernel_kind kind,
                             const std::string& code, std::string& error) const;
 
   /// Moves an agent's session folder to `<folder>_session_<its name>` (copies it when it is

@@ -40,8 +40,8 @@ struct author_request {
 struct author_reply {
   /// The kernel's source; empty when there is none (see `why`).
   std::string code;
-  /// "py", "cpp" or "cu".
-  std::string kind = "py";
+  /// py, cpp or cu.
+  kernel_kind kind = kernel_kind::py;
   /// Why there is no code: no fenced block, the agent failed, the request failed.
   std::string why;
   /// Whether a failure is worth asking again (a timeout, a 5xx, a crashed agent).

@@ -2,17 +2,17 @@
 
 // How a job, or one input of a job, ended: the closed set of outcomes and the rules that go
 // with each, in one place (docs/architecture.md, "Outcomes"). Torch- and CAF-free; on the
-// wire (msgpack) and in the journal an outcome is its name.
+// wire (msgpack) and in the journal an outcome is its name (messages/named_enum.hpp).
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
-#include <msgpack.hpp>
+#include "messages/named_enum.hpp"
 
 namespace bb {
 
-enum class outcome : uint8_t {
+BB_NAMED_ENUM(outcome,
   /// The runner evaluated every input; each input carries its own verdict.
   ok,
   /// Some output did not match the reference (an input's verdict).
@@ -42,40 +42,9 @@ enum class outcome : uint8_t {
   infra_error,
   /// A generative backend produced no kernel for this attempt (no code in the reply, the
   /// agent failed, the request failed): counts as a failed operator.
-  no_kernel,
-};
+  no_kernel);
 
 inline constexpr outcome last_outcome = outcome::no_kernel;
-
-inline const char* to_string(outcome x) {
-  switch (x) {
-    case outcome::ok: return "ok";
-    case outcome::incorrect: return "incorrect";
-    case outcome::exception: return "exception";
-    case outcome::compile_failed: return "compile_failed";
-    case outcome::crashed: return "crashed";
-    case outcome::timed_out: return "timed_out";
-    case outcome::cuda_error: return "cuda_error";
-    case outcome::oom: return "oom";
-    case outcome::reference_error: return "reference_error";
-    case outcome::unsupported: return "unsupported";
-    case outcome::needs_cuda: return "needs_cuda";
-    case outcome::infra_error: return "infra_error";
-    case outcome::no_kernel: return "no_kernel";
-  }
-  return "unknown";
-}
-
-inline bool from_string(const std::string& s, outcome& x) {
-  for (int i = 0; i <= static_cast<int>(last_outcome); ++i) {
-    auto candidate = static_cast<outcome>(i);
-    if (s == to_string(candidate)) {
-      x = candidate;
-      return true;
-    }
-  }
-  return false;
-}
 
 /// The outcome named at the start of `text` ("reference_error: ..."), if any.
 inline std::optional<outcome> outcome_prefix(const std::string& text) {
@@ -114,39 +83,3 @@ inline bool fails_job(outcome x) {
 }
 
 } // namespace bb
-
-// msgpack: an outcome travels as its name, so a peer reads it whatever the enum's order.
-namespace msgpack {
-MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
-namespace adaptor {
-
-template <>
-struct convert<bb::outcome> {
-  msgpack::object const& operator()(msgpack::object const& o, bb::outcome& v) const {
-    if (o.type != msgpack::type::STR)
-      throw msgpack::type_error();
-    if (!bb::from_string(std::string(o.via.str.ptr, o.via.str.size), v))
-      throw msgpack::type_error();
-    return o;
-  }
-};
-
-template <>
-struct pack<bb::outcome> {
-  template <typename Stream>
-  msgpack::packer<Stream>& operator()(msgpack::packer<Stream>& o, bb::outcome const& v) const {
-    o.pack(std::string(bb::to_string(v)));
-    return o;
-  }
-};
-
-template <>
-struct object_with_zone<bb::outcome> {
-  void operator()(msgpack::object::with_zone& o, bb::outcome const& v) const {
-    static_cast<msgpack::object&>(o) = msgpack::object(std::string(bb::to_string(v)), o.zone);
-  }
-};
-
-} // namespace adaptor
-} // MSGPACK_API_VERSION_NAMESPACE
-} // namespace msgpack

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,12 +19,39 @@ namespace bb {
 /// Version of the msgpack wire protocol; a peer with another version is refused.
 inline constexpr uint32_t protocol_version = 1;
 
+/// What an artefact holds.
+BB_NAMED_ENUM(kernel_kind,
+  /// The operator itself (the aten backend): the reference against itself.
+  aten,
+  /// Python source with a function <folder>_kernel_impl.
+  py,
+  /// C++ source, built on the node that evaluates it into a loadable object.
+  cpp,
+  /// CUDA source, built with nvcc on the node that evaluates it.
+  cu,
+  /// No kernel: the generator produced none (the artefact's source says why).
+  none);
+
+/// Built into a loadable object before it runs (the compile pool's work).
+inline bool is_native(kernel_kind k) {
+  return k == kernel_kind::cpp || k == kernel_kind::cu;
+}
+
+/// The kind of a kernel file by its extension (".py", ".cpp", ".cu"), if it is one.
+inline std::optional<kernel_kind> kernel_kind_of_extension(const std::string& ext) {
+  if (ext.size() < 2 || ext[0] != '.')
+    return std::nullopt;
+  auto k = parse_enum<kernel_kind>(ext.substr(1));
+  if (k && *k != kernel_kind::aten && *k != kernel_kind::none)
+    return k;
+  return std::nullopt;
+}
+
 // artefact's fields, once: msgpack, CAF's inspect and JSON are made from them.
 #define BB_FIELDS_ARTEFACT kind, path, source, hash, entry, object_path
 /// A kernel to evaluate: what a generator produced for one operator.
 struct artefact {
-  /// "aten" (the operator itself), "py", "cpp" or "cu".
-  std::string kind;
+  kernel_kind kind = kernel_kind::none;
   /// Where the source came from (e.g. the file of a directory kernel), empty for aten.
   std::string path;
   std::string source;
@@ -40,8 +68,8 @@ struct artefact {
 #define BB_FIELDS_COMPILE_OUTCOME status, object_path, message, log_path, cached, seconds
 /// What building a native artefact on a node ended with.
 struct compile_outcome {
-  /// "ok", "compile_failed" or "needs_cuda".
-  std::string status;
+  /// ok, compile_failed or needs_cuda.
+  outcome status = outcome::ok;
   std::string object_path;
   /// The compiler's errors, trimmed, for the report.
   std::string message;

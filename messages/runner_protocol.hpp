@@ -64,12 +64,22 @@ inline runner_options job_options(const runner_options& own, const std::string& 
   return opts;
 }
 
+/// What an evaluator asks its runner.
+BB_NAMED_ENUM(runner_request_kind,
+  /// Once, after the runner's hello: take `options`.
+  configure,
+  /// Run `job` (in `work_dir`).
+  evaluate,
+  /// Look up `ops` in the dispatcher.
+  resolve,
+  /// Allocate, compute and synchronize on the device.
+  check,
+  /// Exit.
+  stop);
+
 /// Evaluator -> runner.
 struct runner_request {
-  /// "configure" (once, after the hello: `options`), "evaluate" (run `job`), "resolve" (look
-  /// up `ops` in the dispatcher), "check" (allocate, compute and synchronize on the device) or
-  /// "stop" (exit).
-  std::string kind;
+  runner_request_kind kind = runner_request_kind::stop;
   runner_options options;
   eval_job job;
   /// Operator names (aten.X.Y) for "resolve".
@@ -79,14 +89,25 @@ struct runner_request {
   MSGPACK_DEFINE_MAP(kind, options, job, ops, work_dir);
 };
 
+/// What a runner tells its evaluator.
+BB_NAMED_ENUM(runner_reply_kind,
+  /// Once, at start: its protocol.
+  hello,
+  /// The answer to configure: where it measures (`where`).
+  ready,
+  /// Before each step of a job that runs kernel or reference code, `text` naming it: the
+  /// evaluator's per-call timeout restarts on each.
+  progress,
+  /// One per job.
+  result,
+  /// One per resolve.
+  schemas,
+  /// One per check, `text` empty when the device works, else why not.
+  checked);
+
 /// Runner -> evaluator.
 struct runner_reply {
-  /// "hello" (once, at start: its protocol), "ready" (the answer to configure: where it
-  /// measures), "progress" (before each step of a job
-  /// that runs kernel or reference code, `text` naming it: the evaluator's per-call timeout
-  /// restarts on each), "result" (one per job), "schemas" (one per resolve), "checked" (one
-  /// per check, `text` empty when the device works, else why not).
-  std::string kind;
+  runner_reply_kind kind = runner_reply_kind::hello;
   uint32_t protocol = protocol_version;
   std::string text;
   provenance where;

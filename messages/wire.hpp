@@ -31,12 +31,29 @@ inline constexpr const char* busy_refusal = "busy: ";
 /// one before allocating it (a job of 15,000 inputs is about 2 MiB).
 inline constexpr int64_t default_max_message_mb = 64;
 
+/// What a wire message says.
+BB_NAMED_ENUM(node_message,
+  /// coordinator -> node: open (or greet again) a session, with the sweep's settings.
+  hello,
+  /// coordinator -> node: still here; answered with pong.
+  ping,
+  /// coordinator -> node: run `job` on `slot`.
+  job,
+  /// coordinator -> node: the session ends.
+  bye,
+  /// node -> coordinator: the session is open: the node's `node` and the settings it applied.
+  welcome,
+  /// node -> coordinator: the answer to ping.
+  pong,
+  /// node -> coordinator: a job's terminal `result`.
+  result,
+  /// node -> coordinator: not served, `text` says why.
+  refuse);
+
 /// One message either way.
 struct wire_message {
   uint32_t protocol = protocol_version;
-  /// coordinator -> node: "hello", "ping", "job", "bye";
-  /// node -> coordinator: "welcome", "pong", "result", "refuse".
-  std::string kind;
+  node_message kind = node_message::hello;
   /// Why, for "refuse".
   std::string text;
   node_info node;

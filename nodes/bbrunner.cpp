@@ -33,10 +33,10 @@ bb::runner_reply evaluate(int fd, const bb::runner_request& req, const bb::runne
   if (!req.work_dir.empty())
     std::filesystem::current_path(req.work_dir, ec);
   bb::runner_reply reply;
-  reply.kind = "result";
+  reply.kind = bb::runner_reply_kind::result;
   reply.result = bb::runner::evaluate_job(req.job, opts, [&](const bb::runner::step& s) {
     bb::runner_reply note;
-    note.kind = "progress";
+    note.kind = bb::runner_reply_kind::progress;
     note.text = s.text;
     note.setup = s.setup;
     note.side = s.side;

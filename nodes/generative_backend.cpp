@@ -38,7 +38,7 @@ llm_config make_llm_config(const settings& s) {
     c.base_url = default_base_url(c.provider);
   c.model = s.llm_model;
   c.api_key = env(api_key_variable(c.provider));
-  parse_dsl(s.llm_dsl, c.dsl);
+  from_string(s.llm_dsl, c.dsl);
   c.request_timeout_s = s.llm_timeout_s;
   c.max_retries = static_cast<uint32_t>(s.llm_max_retries);
   c.backoff_s = s.llm_backoff_s;

@@ -105,7 +105,7 @@ int check_slots(caf::actor_system& sys, const local_node& node) {
     job.job_id = slot + 1;
     job.attempt = 1;
     job.op_name = smoke.op_name;
-    job.kernel = {"aten", "", "", "aten", "", ""};
+    job.kernel = {kernel_kind::aten, "", "", "aten", "", ""};
     job.correctness_inputs = smoke.correctness;
     self->request(node.evaluators[slot], std::chrono::seconds(120), atom::evaluate_v, job)
       .receive(

@@ -15,7 +15,7 @@ namespace {
 
 bool spoils(const runner_reply& reply) {
   auto& flags = reply.result.flags;
-  return reply.kind == "result"
+  return reply.kind == runner_reply_kind::result
          && (spoils_runner(reply.result)
              || std::find(flags.begin(), flags.end(), "replaces_timer") != flags.end());
 }
@@ -25,7 +25,7 @@ bool spoils(const runner_reply& reply) {
 int serve_runner(int fd, const char* name, const runner_handlers& handlers) {
   runner_options opts;
   runner_reply hello;
-  hello.kind = "hello";
+  hello.kind = runner_reply_kind::hello;
   if (!send_reply(fd, hello))
     return 3;
   for (;;) {
@@ -45,18 +45,18 @@ int serve_runner(int fd, const char* name, const runner_handlers& handlers) {
       return 3;
     }
     runner_reply reply;
-    if (req.kind == "stop")
+    if (req.kind == runner_request_kind::stop)
       return 0;
-    if (req.kind == "configure") {
+    if (req.kind == runner_request_kind::configure) {
       opts = req.options;
-      reply.kind = "ready";
+      reply.kind = runner_reply_kind::ready;
       reply.where = handlers.configure(opts);
-    } else if (req.kind == "resolve") {
-      reply.kind = "schemas";
+    } else if (req.kind == runner_request_kind::resolve) {
+      reply.kind = runner_reply_kind::schemas;
       for (auto& op : req.ops)
         reply.schemas.push_back(handlers.resolve(op));
-    } else if (req.kind == "check") {
-      reply.kind = "checked";
+    } else if (req.kind == runner_request_kind::check) {
+      reply.kind = runner_reply_kind::checked;
       reply.text = handlers.check(opts);
     } else {
       reply = handlers.evaluate(fd, req, opts);

@@ -116,7 +116,7 @@ std::string runner_supervisor::start(const runner_spec& spec, int timeout_ms) {
     }
   try {
     auto hello = unpack<runner_reply>(frame);
-    if (hello.kind != "hello" || hello.protocol != protocol_version) {
+    if (hello.kind != runner_reply_kind::hello || hello.protocol != protocol_version) {
       terminate(500);
       return "runner speaks protocol " + std::to_string(hello.protocol) + ", expected "
              + std::to_string(protocol_version);
@@ -126,7 +126,7 @@ std::string runner_supervisor::start(const runner_spec& spec, int timeout_ms) {
     return std::string("malformed hello from runner: ") + e.what();
   }
   runner_request configure;
-  configure.kind = "configure";
+  configure.kind = runner_request_kind::configure;
   configure.options = spec.options;
   if (!frames::write_frame(fd_, pack(configure))
       || frames::read_frame(fd_, frame, timeout_ms) != frames::read_status::ok)
@@ -134,9 +134,9 @@ std::string runner_supervisor::start(const runner_spec& spec, int timeout_ms) {
            + spec.log_path + ")";
   try {
     auto ready = unpack<runner_reply>(frame);
-    if (ready.kind != "ready") {
+    if (ready.kind != runner_reply_kind::ready) {
       terminate(500);
-      return "runner answered '" + ready.kind + "' to configure";
+      return std::string("runner answered '") + to_string(ready.kind) + "' to configure";
     }
     where_ = ready.where;
     where_.sandbox = started.sandbox_label;
@@ -166,7 +166,7 @@ runner_supervisor::call_outcome runner_supervisor::evaluate(const eval_job& job,
     return out;
   }
   runner_request req;
-  req.kind = "evaluate";
+  req.kind = runner_request_kind::evaluate;
   req.job = job;
   req.work_dir = work_dir;
   if (!frames::write_frame(fd_, pack(req))) {
@@ -225,7 +225,7 @@ runner_supervisor::call_outcome runner_supervisor::evaluate(const eval_job& job,
     }
     try {
       auto reply = unpack<runner_reply>(frame);
-      if (reply.kind == "progress") {
+      if (reply.kind == runner_reply_kind::progress) {
         step = reply.text;
         last_step = std::move(reply);
         step_timeout_ms = last_step.setup ? std::max(call_timeout_ms, setup_timeout_ms_) : call_timeout_ms;
@@ -248,16 +248,16 @@ std::string runner_supervisor::check(int timeout_ms) {
   if (!running())
     return "runner is not running";
   runner_request req;
-  req.kind = "check";
+  req.kind = runner_request_kind::check;
   std::string frame;
   if (!frames::write_frame(fd_, pack(req))
       || frames::read_frame(fd_, frame, timeout_ms) != frames::read_status::ok)
     return "runner " + terminate(500) + " during the device check";
   try {
     auto reply = unpack<runner_reply>(frame);
-    if (reply.kind == "checked" && reply.text.empty())
+    if (reply.kind == runner_reply_kind::checked && reply.text.empty())
       return "";
-    auto why = reply.kind == "checked" ? reply.text : "runner answered '" + reply.kind + "' to check";
+    auto why = reply.kind == runner_reply_kind::checked ? reply.text : std::string("runner answered '") + to_string(reply.kind) + "' to check";
     terminate(500);
     return why;
   } catch (const std::exception& e) {
@@ -273,7 +273,7 @@ std::optional<std::vector<std::string>> runner_supervisor::resolve(const std::ve
     return std::nullopt;
   }
   runner_request req;
-  req.kind = "resolve";
+  req.kind = runner_request_kind::resolve;
   req.ops = ops;
   std::string frame;
   if (!frames::write_frame(fd_, pack(req))
@@ -283,8 +283,8 @@ std::optional<std::vector<std::string>> runner_supervisor::resolve(const std::ve
   }
   try {
     auto reply = unpack<runner_reply>(frame);
-    if (reply.kind != "schemas" || reply.schemas.size() != ops.size()) {
-      error = "runner answered '" + reply.kind + "' to resolve";
+    if (reply.kind != runner_reply_kind::schemas || reply.schemas.size() != ops.size()) {
+      error = std::string("runner answered '") + to_string(reply.kind) + "' to resolve";
       return std::nullopt;
     }
     return reply.schemas;
@@ -314,7 +314,7 @@ void runner_supervisor::stop() {
   if (!running())
     return;
   runner_request req;
-  req.kind = "stop";
+  req.kind = runner_request_kind::stop;
   frames::write_frame(fd_, pack(req));
   if (reap(1000).empty())
     terminate(1000);

@@ -162,7 +162,7 @@ bool checks_on(const op_context& ctx) {
 }
 
 bool python_kernel_of(const op_context& ctx) {
-  return ctx.job.kernel.kind == "py";
+  return ctx.job.kernel.kind == kernel_kind::py;
 }
 
 // The relied-on operators' tables as they were before any kernel of this runner loaded (taken
@@ -269,7 +269,7 @@ void tell(op_context& ctx, std::string text, const std::string& side, const std:
   step s;
   s.text = std::move(text);
   // With the aten backend the kernel is the reference: whatever it does is the reference's.
-  s.side = side == "kernel" && ctx.job.kernel.kind == "aten" ? "reference" : side;
+  s.side = side == "kernel" && ctx.job.kernel.kind == kernel_kind::aten ? "reference" : side;
   s.input_kind = kind;
   s.input_index = static_cast<uint32_t>(index);
   ctx.progress(s);
@@ -868,7 +868,7 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
       }
       // With the aten backend the kernel is the reference: a difference is aten's own (some
       // of its CPU half-precision kernels read memory they never wrote), never a cheat.
-      if (cmp.ok || ctx.job.kernel.kind == "aten" || !reference_disagrees(ctx, c.input, *expected).empty())
+      if (cmp.ok || ctx.job.kernel.kind == kernel_kind::aten || !reference_disagrees(ctx, c.input, *expected).empty())
         continue;
       return "timed call " + std::to_string(c.call_number) + " (in round " + std::to_string(c.round + 1)
              + ") returned a wrong result: " + cmp.message;
@@ -1019,7 +1019,7 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
   }
   c10::OperatorHandle op = *handle;
   // As BackendBench: a kernel that works on a stream of its own is skipped, never timed.
-  if (job.kernel.kind != "aten" && uses_cuda_stream(job.kernel.source)) {
+  if (job.kernel.kind != kernel_kind::aten && uses_cuda_stream(job.kernel.source)) {
     r.flags.push_back("uses_cuda_stream");
     fail_every_input(r, job, {"uses_cuda_stream", "Skipped: uses CUDA stream", ""});
     return;
@@ -1037,7 +1037,7 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
   if (opts.exploit_checks) {
     bool opinfo = std::any_of(job.correctness_inputs.begin(), job.correctness_inputs.end(),
                               [](const std::string& t) { return is_opinfo_sample(t); });
-    if (job.kernel.kind == "py" || opinfo)
+    if (job.kernel.kind == kernel_kind::py || opinfo)
       (void)ensure_python();
     dispatcher.emplace(relied_on_baseline().with(op));
     state.emplace(opts.device);

@@ -105,20 +105,20 @@ std::unique_ptr<kernel> make_aten_kernel(const c10::OperatorHandle& op) {
 }
 
 std::unique_ptr<kernel> load_kernel(const artefact& a, const c10::OperatorHandle& op) {
-  if (a.kind == "aten")
+  if (a.kind == kernel_kind::aten)
     return make_aten_kernel(op);
-  if (a.kind == "cpp" || a.kind == "cu") {
+  if (is_native(a.kind)) {
     if (a.object_path.empty())
       throw kernel_load_error("load_error", a.path + " was not compiled for this node");
     return std::make_unique<loaded_native_kernel>(native_kernel::load(a.object_path, a.entry, op));
   }
-  if (a.kind == "py") {
+  if (a.kind == kernel_kind::py) {
     if (auto why = ensure_python(); !why.empty())
       throw kernel_load_error("load_error", "Python kernels cannot run here: " + why);
     return std::make_unique<loaded_python_kernel>(python_kernel::load(source_file(a), a.entry),
                                                   op.schema());
   }
-  throw kernel_load_error("load_error", "kernel kind '" + a.kind + "' is not supported");
+  throw kernel_load_error("load_error", std::string("kernel kind '") + to_string(a.kind) + "' is not supported");
 }
 
 } // namespace bb::runner

@@ -14,7 +14,7 @@ namespace {
 // A native kernel the compiler rejects at its first line: a build that takes no time.
 artefact failing_kernel() {
   artefact a;
-  a.kind = "cpp";
+  a.kind = kernel_kind::cpp;
   a.entry = "relu__default_kernel_impl";
   a.source = "#error this kernel does not build\n";
   a.hash = "failing-kernel";
@@ -50,7 +50,7 @@ TEST_CASE("requests for a kernel already queued or building share its one build"
   auto together = answers(self, 3);
   REQUIRE(together.size() == 3);
   for (auto& o : together) {
-    CHECK(o.status == "compile_failed");
+    CHECK(o.status == outcome::compile_failed);
     CHECK_THAT(o.message, Catch::Contains("does not build"));
     CHECK(o.seconds == together[0].seconds);
   }
@@ -58,7 +58,7 @@ TEST_CASE("requests for a kernel already queued or building share its one build"
   self->send(pool, atom::compile_v, failing_kernel());
   auto later = answers(self, 1);
   REQUIRE(later.size() == 1);
-  CHECK(later[0].status == "compile_failed");
+  CHECK(later[0].status == outcome::compile_failed);
   CHECK(later[0].seconds != together[0].seconds);
   self->send_exit(pool, caf::exit_reason::user_shutdown);
 }

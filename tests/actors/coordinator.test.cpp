@@ -81,7 +81,7 @@ generator_actor::behavior_type revising_generator(generator_actor::pointer) {
   return {
     [](atom::generate, const std::string&) {
       artefact a;
-      a.kind = "none";
+      a.kind = kernel_kind::none;
       a.source = "v1: the reply has no fenced code block";
       return a;
     },
@@ -89,7 +89,7 @@ generator_actor::behavior_type revising_generator(generator_actor::pointer) {
       generation_step step;
       if (r.version < 2) {
         step.final = false;
-        step.next.kind = "aten";
+        step.next.kind = kernel_kind::aten;
         step.next.path = "v" + std::to_string(r.version + 1);
         return step;
       }
@@ -112,7 +112,7 @@ generator_actor::behavior_type slow_generator(generator_actor::pointer self,
     [self, held](atom::generate, const std::string& op) -> caf::typed_response_promise<artefact> {
       auto rp = self->make_response_promise<artefact>();
       artefact a;
-      a.kind = "aten";
+      a.kind = kernel_kind::aten;
       if (op == "aten.op0.default")
         held->promise = rp;
       else
@@ -122,7 +122,7 @@ generator_actor::behavior_type slow_generator(generator_actor::pointer self,
     [held](atom::revise, eval_result& r) {
       if (++held->revisions == 3) {
         artefact a;
-        a.kind = "aten";
+        a.kind = kernel_kind::aten;
         held->promise.deliver(a);
       }
       generation_step step;

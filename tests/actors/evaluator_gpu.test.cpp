@@ -27,7 +27,7 @@ eval_job gpu_job(uint64_t id, const std::string& file, const compile_settings& s
   REQUIRE(err.empty());
   auto built = build_kernel(job.kernel, s);
   INFO(built.message);
-  REQUIRE(built.status == "ok");
+  REQUIRE(built.status == outcome::ok);
   job.kernel.object_path = built.object_path;
   job.correctness_inputs = {"((T([1024, 512], f32),), {})"};
   job.performance_inputs = {"((T([1024, 512], f32),), {})"};

@@ -31,7 +31,7 @@ author_actor::behavior_type scripted_author(author_actor::pointer, std::shared_p
     [s](atom::write, const author_request& req) {
       s->requests.push_back(req);
       author_reply r;
-      r.kind = "py";
+      r.kind = kernel_kind::py;
       r.note = "scripted";
       auto entry = req.op.folder + "_kernel_impl";
       if (req.op.op_name == "aten.cos.default")
@@ -112,7 +112,7 @@ TEST_CASE_METHOD(fixture, "a wrong version is followed by one written with its f
                  "[actors]") {
   auto g = spawn_generator(3, 2);
   auto v1 = ask<artefact>(g, atom::generate_v, std::string("aten.tanh.default"));
-  CHECK(v1.kind == "py");
+  CHECK(v1.kind == kernel_kind::py);
   CHECK(v1.entry == "tanh__default_kernel_impl");
   CHECK_THAT(v1.path, Catch::EndsWith("tanh__default/tanh__default_implementation_v1.py"));
   eval_job job;
@@ -152,7 +152,7 @@ TEST_CASE_METHOD(fixture, "an operator without code ends after its versions, the
                  "[actors]") {
   auto g = spawn_generator(2, 1);
   auto v1 = ask<artefact>(g, atom::generate_v, std::string("aten.cos.default"));
-  CHECK(v1.kind == "none");
+  CHECK(v1.kind == kernel_kind::none);
   CHECK_THAT(v1.source, Catch::Contains("v1: the reply has no fenced code block"));
   eval_result r1;
   r1.op_name = "aten.cos.default";
@@ -161,7 +161,7 @@ TEST_CASE_METHOD(fixture, "an operator without code ends after its versions, the
   r1.version = 1;
   auto step = ask<generation_step>(g, atom::revise_v, r1);
   REQUIRE_FALSE(step.final);
-  CHECK(step.next.kind == "none");
+  CHECK(step.next.kind == kernel_kind::none);
   CHECK_THAT(s->requests.back().feedback, Catch::Contains("There was no kernel to evaluate"));
   auto r2 = r1;
   r2.version = 2;

@@ -62,13 +62,13 @@ TEST_CASE("a kernel compiles once: the second build is a cache hit", "[artefacts
   auto a = example("relu__default", "relu__default_implementation_v1.cpp");
   auto first = build_kernel(a, s);
   INFO(first.message);
-  REQUIRE(first.status == "ok");
+  REQUIRE(first.status == outcome::ok);
   CHECK_FALSE(first.cached);
   CHECK(std::filesystem::exists(first.object_path));
   // The precompiled header was made for this toolchain.
   CHECK(!ensure_pch(s).empty());
   auto second = build_kernel(a, s);
-  CHECK(second.status == "ok");
+  CHECK(second.status == outcome::ok);
   CHECK(second.cached);
   CHECK(second.object_path == first.object_path);
   CHECK(second.seconds < 0.1);
@@ -80,12 +80,12 @@ TEST_CASE("a compile error is compile_failed with the message and the full log",
   bb::test::temp_dir dir;
   auto s = settings_in(dir);
   artefact a;
-  a.kind = "cpp";
+  a.kind = kernel_kind::cpp;
   a.entry = "broken__default_kernel_impl";
   a.source = "#include <bbcluster/kernel.h>\nat::Tensor broken__default_kernel_impl(const at::Tensor& x) {\n"
              "  return undefined_function(x);\n}\nBBCLUSTER_EXPORT_KERNEL(broken__default_kernel_impl)\n";
   auto out = build_kernel(a, s);
-  CHECK(out.status == "compile_failed");
+  CHECK(out.status == outcome::compile_failed);
   CHECK(out.message.find("undefined_function") != std::string::npos);
   CHECK(out.message.find("error") != std::string::npos);
   CHECK(bb::test::read_file(out.log_path).find("undefined_function") != std::string::npos);
@@ -96,7 +96,7 @@ TEST_CASE("a CUDA kernel on a node without a GPU is needs_cuda, not a compile", 
   auto s = settings_in(dir);
   s.has_cuda = false;
   auto out = build_kernel(example("mul__Tensor", "mul__Tensor_implementation_v1.cu"), s);
-  CHECK(out.status == "needs_cuda");
+  CHECK(out.status == outcome::needs_cuda);
   CHECK(out.message.find("GPU") != std::string::npos);
 }
 
@@ -111,12 +111,12 @@ TEST_CASE("two processes compiling the same source into one cache both succeed",
   pid_t child = ::fork();
   if (child == 0) {
     auto out = build_kernel(a, s);
-    ::_exit(out.status == "ok" ? 0 : 1);
+    ::_exit(out.status == outcome::ok ? 0 : 1);
   }
   auto out = build_kernel(a, s);
   int status = 0;
   ::waitpid(child, &status, 0);
-  CHECK(out.status == "ok");
+  CHECK(out.status == outcome::ok);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(std::filesystem::exists(out.object_path));
@@ -143,35 +143,35 @@ TEST_CASE("a compiler in the sandbox reads no hidden file and is held to its mem
   s.sandbox.hidden = default_hidden_folders();
   s.sandbox.hidden.push_back(home);
   artefact a;
-  a.kind = "cpp";
+  a.kind = kernel_kind::cpp;
   a.entry = "stealer";
   a.source = "#include \"" + home + "/secret.txt\"\n";
   auto out = build_kernel(a, s);
   auto log = bb::test::read_file(out.log_path);
   INFO(log);
-  CHECK(out.status == "compile_failed");
+  CHECK(out.status == outcome::compile_failed);
   CHECK(log.find("compiler-secret-5e1f") == std::string::npos);
   CHECK(log.find("secret.txt: No such file or directory") != std::string::npos);
   if (::geteuid() == 0) { // a compiler started by root runs as nobody
     a.source = "#include \"/etc/shadow\"\n";
     auto shadow = build_kernel(a, s);
-    CHECK(shadow.status == "compile_failed");
+    CHECK(shadow.status == outcome::compile_failed);
     CHECK(bb::test::read_file(shadow.log_path).find("/etc/shadow: Permission denied") != std::string::npos);
   }
 
   // A plain source builds in the sandbox; with a few MiB of memory it cannot.
   artefact plain;
-  plain.kind = "cpp";
+  plain.kind = kernel_kind::cpp;
   plain.entry = "plain";
   plain.source = "extern \"C\" int plain_answer() { return 42; }\n";
   auto built = build_kernel(plain, s);
   INFO(built.message);
-  CHECK(built.status == "ok");
+  CHECK(built.status == outcome::ok);
   CHECK(std::filesystem::exists(built.object_path));
   plain.source += "// another source, another cache key\n";
   s.sandbox.limits.max_data_bytes = 4 << 20;
   auto starved = build_kernel(plain, s);
-  CHECK(starved.status == "compile_failed");
+  CHECK(starved.status == outcome::compile_failed);
   std::error_code ec;
   std::filesystem::remove_all(home, ec);
 }

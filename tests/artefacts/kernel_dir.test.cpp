@@ -72,7 +72,7 @@ TEST_CASE("scanning a kernel directory: first file in sorted order, problems nam
   REQUIRE(scan.kernels.size() == 3);
   CHECK(scan.kernels[0].op_name == "aten.add_.Tensor");
   CHECK(scan.kernels[1].op_name == "aten.relu.default");
-  CHECK(scan.kernels[1].kernel.kind == "cpp");
+  CHECK(scan.kernels[1].kernel.kind == kernel_kind::cpp);
   CHECK(scan.kernels[1].kernel.entry == "relu__default_kernel_impl");
   CHECK(scan.kernels[1].kernel.hash == sha256_hex(scan.kernels[1].kernel.source));
   CHECK(scan.kernels[2].op_name == "aten.sin.default");

@@ -63,12 +63,12 @@ TEST_CASE("the prompt carries schema, inputs, entry point, ABI and feedback", "[
   CHECK_THAT(cuda, Catch::Contains("```cuda"));
   CHECK_THAT(cuda, Catch::Contains("Your previous version was evaluated"));
   CHECK_THAT(cuda, Catch::Contains("It did not build."));
-  CHECK(std::string(kernel_kind(kernel_dsl::cuda)) == "cu");
-  CHECK(std::string(kernel_kind(kernel_dsl::pytorch)) == "py");
+  CHECK(kind_of(kernel_dsl::cuda) == kernel_kind::cu);
+  CHECK(kind_of(kernel_dsl::pytorch) == kernel_kind::py);
   kernel_dsl d;
-  CHECK(parse_dsl("pytorch", d));
+  CHECK(from_string("pytorch", d));
   CHECK(d == kernel_dsl::pytorch);
-  CHECK_FALSE(parse_dsl("opencl", d));
+  CHECK_FALSE(from_string("opencl", d));
 }
 
 TEST_CASE("feedback says what went wrong with the previous version", "[generate]") {
@@ -275,8 +275,8 @@ TEST_CASE("the flag --dsl: cutedsl and helion ask for .py kernels with their lan
   CHECK_THAT(helion, !Catch::Contains("FOLDER"));
   for (auto name : {"cutedsl", "helion"}) {
     kernel_dsl d;
-    REQUIRE(parse_dsl(name, d));
+    REQUIRE(from_string(name, d));
     CHECK(std::string(to_string(d)) == name);
-    CHECK(std::string(kernel_kind(d)) == "py");
+    CHECK(kind_of(d) == kernel_kind::py);
   }
 }

@@ -135,7 +135,7 @@ TEST_CASE("ask_llm retries 429 and 5xx, takes the code, and explains what it cou
     CHECK(reply.tries == 2);
     CHECK(slept == std::vector<double>{3.0});
     CHECK(reply.why.empty());
-    CHECK(reply.kind == "py");
+    CHECK(reply.kind == kernel_kind::py);
     CHECK_THAT(reply.code, Catch::StartsWith("def relu__default_kernel_impl(x):"));
   }
   SECTION("a server that keeps failing: retries run out") {

@@ -33,7 +33,7 @@ TEST_CASE("a run folder holds versions, sessions and summaries in KernelAgent's 
   CHECK(g.path() != f.path());
 
   std::string err;
-  auto v1 = f.write_version("relu__default", 1, "py", "def relu__default_kernel_impl(x):\n    return x\n", err);
+  auto v1 = f.write_version("relu__default", 1, kernel_kind::py, "def relu__default_kernel_impl(x):\n    return x\n", err);
   REQUIRE(err.empty());
   CHECK(v1 == (root / "relu__default" / "relu__default_implementation_v1.py").string());
   // KernelAgent's session name is kept whole, as BackendBench's KernelAgent integration keeps

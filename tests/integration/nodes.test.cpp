@@ -179,14 +179,14 @@ TEST_CASE("bbnode refuses a peer of another protocol version, and non-loopback w
   peer.set(zmq::sockopt::rcvtimeo, 10000);
   peer.connect(endpoint);
   bb::wire_message hello;
-  hello.kind = "hello";
+  hello.kind = bb::node_message::hello;
   hello.protocol = bb::protocol_version + 41;
   auto bytes = bb::pack(hello);
   peer.send(zmq::buffer(bytes));
   zmq::message_t answer;
   REQUIRE(peer.recv(answer));
   auto reply = bb::unpack<bb::wire_message>(answer.to_string());
-  CHECK(reply.kind == "refuse");
+  CHECK(reply.kind == bb::node_message::refuse);
   CHECK(reply.text.find("protocol") != std::string::npos);
   // The same peer with the right version is welcomed, with the node's description.
   hello.protocol = bb::protocol_version;
@@ -194,7 +194,7 @@ TEST_CASE("bbnode refuses a peer of another protocol version, and non-loopback w
   peer.send(zmq::buffer(bytes));
   REQUIRE(peer.recv(answer));
   reply = bb::unpack<bb::wire_message>(answer.to_string());
-  CHECK(reply.kind == "welcome");
+  CHECK(reply.kind == bb::node_message::welcome);
   CHECK(reply.node.slots == 1);
   ::kill(node, SIGTERM);
   CHECK(wait_exit(node, 20) == 0);
@@ -235,19 +235,19 @@ TEST_CASE("a stray hello mid-sweep is refused as busy and the sweep finishes on 
   peer.set(zmq::sockopt::rcvtimeo, 10000);
   peer.connect(endpoint);
   bb::wire_message hello;
-  hello.kind = "hello";
+  hello.kind = bb::node_message::hello;
   hello.session = "a-stranger";
   peer.send(zmq::buffer(bb::pack(hello)));
   zmq::message_t answer;
   REQUIRE(peer.recv(answer));
   auto reply = bb::unpack<bb::wire_message>(answer.to_string());
-  CHECK(reply.kind == "refuse");
+  CHECK(reply.kind == bb::node_message::refuse);
   CHECK(reply.text.rfind(bb::busy_refusal, 0) == 0);
   // It keeps at it, and sends a ping as if it were the coordinator.
   for (int i = 0; i < 5; ++i) {
     peer.send(zmq::buffer(bb::pack(hello)));
     auto ping = hello;
-    ping.kind = "ping";
+    ping.kind = bb::node_message::ping;
     peer.send(zmq::buffer(bb::pack(ping)));
   }
   // A frame announcing more than the node takes is dropped before it is read.

@@ -38,8 +38,10 @@ template <class T>
 std::enable_if_t<std::is_integral_v<T>> perturb(T& x) {
   x = static_cast<T>(x + 3);
 }
-void perturb(outcome& x) {
-  x = x == outcome::crashed ? outcome::timed_out : outcome::crashed;
+// A named enum: its next value (its default is its first).
+template <class E>
+std::enable_if_t<is_named_enum<E>> perturb(E& x) {
+  x = static_cast<E>((static_cast<size_t>(x) + 1) % enum_names<E>::count);
 }
 void perturb(std::map<std::string, double>& x) {
   x["a phase"] += 1.5;

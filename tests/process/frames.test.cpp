@@ -12,7 +12,7 @@ TEST_CASE("frames carry msgpack records across a socketpair", "[process]") {
   int sv[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
   runner_request req;
-  req.kind = "evaluate";
+  req.kind = runner_request_kind::evaluate;
   req.job.job_id = 7;
   req.job.op_name = "aten.relu.default";
   req.job.correctness_inputs = {"((T([2], f32),), {})"};
@@ -20,7 +20,7 @@ TEST_CASE("frames carry msgpack records across a socketpair", "[process]") {
   std::string payload;
   REQUIRE(frames::read_frame(sv[1], payload, 1000) == frames::read_status::ok);
   auto back = unpack<runner_request>(payload);
-  CHECK(back.kind == "evaluate");
+  CHECK(back.kind == runner_request_kind::evaluate);
   CHECK(back.job.job_id == 7);
   CHECK(back.job.correctness_inputs == req.job.correctness_inputs);
 
