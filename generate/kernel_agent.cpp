@@ -210,6 +210,15 @@ std::string check_kernel_agent(const kernel_agent_config& cfg, agent_provider& f
          + (said.empty() ? "" : ": " + last_lines(said, 3));
 }
 
+// What the adapter's result file says went wrong ("error"; python/bbcluster_kernel_agent.py).
+BB_NAMED_ENUM(agent_error,
+  /// triton_kernel_agent (or a package it needs) is not installed: not worth asking again.
+  missing_package,
+  /// The provider or model is not set up (a key, a model name): not worth asking again.
+  configuration,
+  /// The agent raised: worth asking again.
+  exception);
+
 author_reply run_kernel_agent(const kernel_agent_config& cfg, const author_request& req,
                               const std::function<void(double)>& sleep) {
   author_reply out;
@@ -247,15 +256,15 @@ author_reply run_kernel_agent(const kernel_agent_config& cfg, const author_reque
       failure = std::string("the agent did not finish within ") + buf + " s (killed)";
       out.transient = true;
     } else if (have_result && result.contains("error")) {
-      auto kind = result.value("error", "");
+      auto kind = parse_enum<agent_error>(result.value("error", ""));
       auto message = result.value("message", "");
-      if (kind == "missing_package")
+      if (kind == agent_error::missing_package)
         failure = message.empty() ? "triton_kernel_agent is missing" : message;
-      else if (kind == "configuration")
+      else if (kind == agent_error::configuration)
         failure = message + " " + provider_advice(message);
       else
         failure = "the agent raised " + (message.empty() ? "an exception" : message);
-      out.transient = kind == "exception";
+      out.transient = kind == agent_error::exception;
     } else if (!have_result) {
       failure = "the agent process " + r.how + " without a result";
       out.transient = true;

@@ -197,6 +197,22 @@ struct performance_record {
   MSGPACK_DEFINE_MAP(BB_FIELDS_PERFORMANCE_RECORD);
 };
 
+/// An input's verdict, read from its record through the outcomes' table: ok when it passed
+/// (or was timed), else the outcome its error names (a correctness record's error_type, the
+/// name before a performance record's first ':'), or exception (the type of what the kernel
+/// raised, or a check it failed: tensor_subclass, ...).
+inline outcome input_outcome(const correctness_record& c) {
+  if (c.is_correct)
+    return outcome::ok;
+  return parse_enum<outcome>(c.error_type).value_or(outcome::exception);
+}
+
+inline outcome input_outcome(const performance_record& p) {
+  if (p.successfully_ran)
+    return outcome::ok;
+  return outcome_prefix(p.error_msg).value_or(outcome::exception);
+}
+
 // provenance's fields, once: msgpack, CAF's inspect and JSON are made from them.
 #define BB_FIELDS_PROVENANCE node, device, driver, torch_version, artefact_hash, slot, sandbox
 /// Where a result was measured.

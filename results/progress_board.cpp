@@ -112,7 +112,7 @@ std::string failure_of(const eval_result& r) {
   if (r.outcome != outcome::ok)
     return to_string(r.outcome);
   auto s = score_result(r);
-  return s.skipped || s.correct ? "" : "incorrect";
+  return s.skipped || s.correct ? "" : to_string(outcome::incorrect);
 }
 
 std::string format_duration(double seconds) {

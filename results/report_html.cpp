@@ -62,17 +62,18 @@ op_row row_of(const eval_result& r) {
   else if (row.score.skipped)
     row.verdict = "skipped";
   else
-    row.verdict = row.score.correct ? "correct" : "incorrect";
+    row.verdict = row.score.correct ? "correct" : to_string(outcome::incorrect);
   return row;
 }
 
+// A row's verdict is "correct", "skipped" or an outcome's name (incorrect among them).
 const char* colour_of(const std::string& verdict) {
   if (verdict == "correct")
     return "#2e7d32";
-  if (verdict == "skipped" || verdict == "unsupported" || verdict == "needs_cuda"
-      || verdict == "reference_error")
+  auto o = parse_enum<outcome>(verdict);
+  if (verdict == "skipped" || (o && is_skipped(*o)))
     return "#9e9e9e";
-  if (verdict == "incorrect")
+  if (o == outcome::incorrect)
     return "#ef6c00";
   return "#c62828";
 }

@@ -18,13 +18,11 @@ double geomean(const std::vector<double>& xs) {
 }
 
 bool is_unscorable(const correctness_record& c) {
-  outcome why;
-  return !c.is_correct && from_string(c.error_type, why) && is_skipped(why);
+  return is_skipped(input_outcome(c));
 }
 
 bool is_unscorable(const performance_record& p) {
-  auto why = outcome_prefix(p.error_msg);
-  return !p.successfully_ran && why && is_skipped(*why);
+  return is_skipped(input_outcome(p));
 }
 
 op_score score_op(const std::string& op_name, const std::vector<correctness_record>& correctness,

@@ -35,25 +35,54 @@ using clock = std::chrono::steady_clock;
 
 // A failure of one call, as the record fields want it.
 struct call_error {
+  /// The input's verdict: exception for what the kernel raised and for a check it failed.
+  outcome verdict = outcome::exception;
+  /// What the record's error_type says: the outcome's name, or the exception's type (a
+  /// Python exception's, "exception" for a C++ one), or the check's name (tensor_subclass).
   std::string type;
   std::string message;
   std::string traceback;
+
+  call_error() = default;
+  /// An outcome of its own: its name is the type.
+  call_error(outcome v, std::string message, std::string traceback = "")
+      : verdict(v), type(to_string(v)), message(std::move(message)), traceback(std::move(traceback)) {}
+  /// An exception, or a failed check, of this type.
+  call_error(std::string type, std::string message, std::string traceback)
+      : type(std::move(type)), message(std::move(message)), traceback(std::move(traceback)) {}
+
+  /// Recorded (set by the failure that made it).
+  bool failed() const { return !type.empty(); }
+  /// The same failure as another outcome (a failure of the reference's is reference_error).
+  void relabel(outcome v) {
+    verdict = v;
+    type = to_string(v);
+  }
 };
 
 bool contains(const std::string& text, const char* what) {
   return text.find(what) != std::string::npos;
 }
 
-// Errors that say the CUDA context is gone, and allocation failures, whatever raised them.
-std::string classify(const std::string& type, const std::string& message) {
+// Errors that say the CUDA context is gone (cuda_error), and allocation failures (oom),
+// whatever raised them; any other is an exception.
+outcome classify(const std::string& type, const std::string& message) {
   if (contains(message, "CUDA error") || contains(message, "cudaError")
       || contains(message, "illegal memory access") || contains(message, "device-side assert")
       || contains(message, "CUDA driver error"))
-    return "cuda_error";
+    return outcome::cuda_error;
   if (type == "OutOfMemoryError" || type == "MemoryError" || contains(message, "out of memory")
       || contains(message, "not enough memory") || contains(message, "can't allocate memory"))
-    return "oom";
-  return type;
+    return outcome::oom;
+  return outcome::exception;
+}
+
+// What `type` raised with `message`: an exception of that type, unless it says cuda_error or oom.
+call_error raised(const std::string& type, std::string message, std::string traceback) {
+  auto v = classify(type, message);
+  if (v != outcome::exception)
+    return call_error(v, std::move(message), std::move(traceback));
+  return call_error(type, std::move(message), std::move(traceback));
 }
 
 // An exception in the runner's own code (building, comparing, checking): never the kernel's.
@@ -71,16 +100,15 @@ std::optional<call_error> guarded(F&& f) {
   } catch (const own_failure&) {
     throw;
   } catch (const c10::OutOfMemoryError& e) {
-    return call_error{"oom", e.what_without_backtrace(), e.what()};
+    return call_error(outcome::oom, e.what_without_backtrace(), e.what());
   } catch (const python_error& e) {
-    return call_error{classify(e.type, e.what()), e.what(), e.traceback};
+    return raised(e.type, e.what(), e.traceback);
   } catch (const c10::Error& e) {
-    return call_error{classify("exception", e.what_without_backtrace()), e.what_without_backtrace(),
-                      e.what()};
+    return raised("exception", e.what_without_backtrace(), e.what());
   } catch (const std::bad_alloc& e) {
-    return call_error{"oom", e.what(), ""};
+    return call_error(outcome::oom, e.what());
   } catch (const std::exception& e) {
-    return call_error{classify("exception", e.what()), e.what(), ""};
+    return raised("exception", e.what(), "");
   }
 }
 
@@ -93,7 +121,7 @@ auto own(const char* what, F&& f) -> decltype(f()) {
   } catch (const own_failure&) {
     throw;
   } catch (const c10::Error& e) {
-    if (classify("", e.what_without_backtrace()) == "cuda_error")
+    if (classify("", e.what_without_backtrace()) == outcome::cuda_error)
       throw;
     throw own_failure(std::string("bbrunner failed while ") + what + ": " + e.what_without_backtrace());
   } catch (const std::exception& e) {
@@ -182,7 +210,7 @@ const dispatcher_fingerprint& relied_on_baseline() {
 void set_tampered(op_context& ctx, const std::string& flag, const std::string& why) {
   raise_flag(ctx, flag);
   if (!ctx.tampered)
-    ctx.tampered = call_error{flag, why, ""};
+    ctx.tampered = call_error(flag, why, "");
 }
 
 // The operators whose tables are checked after every checked call (well under a millisecond):
@@ -278,7 +306,7 @@ void tell(op_context& ctx, std::string text, const std::string& side, const std:
 input_state& input(op_context& ctx, const std::string& text, const std::string& label,
                    const std::string& kind, size_t index) {
   auto& st = ctx.inputs[text];
-  if (st.call || !st.build_error.type.empty())
+  if (st.call || st.build_error.failed())
     return st;
   tell(ctx, label + ": building inputs", "", kind, index);
   if (is_opinfo_sample(text)) {
@@ -287,14 +315,14 @@ input_state& input(op_context& ctx, const std::string& text, const std::string& 
           return guarded([&] { st.call = build_opinfo_sample(text, ctx.op.schema(), ctx.device); });
         })) {
       st.build_error = *failure;
-      if (st.build_error.type != "cuda_error")
-        st.build_error.type = "reference_error";
+      if (st.build_error.verdict != outcome::cuda_error)
+        st.build_error.relabel(outcome::reference_error);
     }
     return st;
   }
   auto parsed = args::parse_call(text);
   if (auto* e = std::get_if<args::parse_error>(&parsed)) {
-    st.build_error = {"bad_input", "cannot parse input: " + args::to_string(*e), ""};
+    st.build_error = call_error("bad_input", "cannot parse input: " + args::to_string(*e), "");
     return st;
   }
   if (auto failure = ctx.phases.time("build_inputs", [&] {
@@ -305,9 +333,9 @@ input_state& input(op_context& ctx, const std::string& text, const std::string& 
         });
       })) {
     st.build_error = *failure;
-    if (st.build_error.type != "cuda_error")
-      st.build_error.type =
-        failure->message.rfind("unsupported", 0) == 0 ? "unsupported" : "reference_error";
+    if (st.build_error.verdict != outcome::cuda_error)
+      st.build_error.relabel(outcome_prefix(failure->message) == outcome::unsupported ? outcome::unsupported
+                                                                                      : outcome::reference_error);
   }
   return st;
 }
@@ -409,17 +437,17 @@ std::optional<call_error> run_checked_kernel_call(op_context& ctx, const built_c
     auto threads = python_new_threads();
     if (!threads.empty()) {
       raise_flag(ctx, "leaves_thread_running");
-      e = call_error{"leaves_thread_running",
+      e = call_error("leaves_thread_running",
                      "a thread the kernel started (" + threads.front()
                        + ") was still running after its call returned: work outside the call is not measured",
-                     ""};
+                     "");
     }
   }
   if (!e) {
     auto why = own("checking the kernel's output types", [&] { return not_plain(res, ref); });
     if (!why.empty()) {
       raise_flag(ctx, "tensor_subclass");
-      e = call_error{"tensor_subclass", "the kernel returned " + why + ": outputs must be plain tensors", ""};
+      e = call_error("tensor_subclass", "the kernel returned " + why + ": outputs must be plain tensors", "");
     }
   }
   check_tampering(ctx);
@@ -507,8 +535,8 @@ void check(op_context& ctx, input_state& st, const std::string& label, const std
   c10::IValue ref, res;
   // An input the operator cannot take is the reference's failure.
   if (auto e = run_one_call(ctx, "reference_calls", ctx.reference, *st.call, ref_in, ref)) {
-    if (e->type != "cuda_error")
-      e->type = "reference_error";
+    if (e->verdict != outcome::cuda_error)
+      e->relabel(outcome::reference_error);
     st.run_error = e;
     return;
   }
@@ -573,7 +601,7 @@ void check(op_context& ctx, input_state& st, const std::string& label, const std
   tell(ctx, label + ": reference again", "reference", kind, index);
   auto why = reference_disagrees(ctx, *st.call, ref);
   if (!why.empty() && why.rfind("it failed when run again", 0) != 0)
-    st.run_error = call_error{"reference_error", "the reference does not agree with itself on this input: " + why, ""};
+    st.run_error = call_error(outcome::reference_error, "the reference does not agree with itself on this input: " + why);
 }
 
 template <class T, class P>
@@ -604,7 +632,7 @@ correctness_record check_input(op_context& ctx, const std::string& text, size_t 
   rec.op_name = ctx.job.op_name;
   rec.args = args::serialize_text(text);
   if (auto f = left_out(ctx.job, "correctness", i)) {
-    rec.error_type = "reference_error";
+    rec.error_type = to_string(outcome::reference_error);
     rec.error_msg = f->message;
     return rec;
   }
@@ -616,7 +644,7 @@ correctness_record check_input(op_context& ctx, const std::string& text, size_t 
     if (st.run_error)
       err = *st.run_error;
   }
-  if (!err.type.empty()) {
+  if (err.failed()) {
     rec.error_type = err.type;
     rec.error_msg = err.message;
     rec.traceback = err.traceback;
@@ -626,7 +654,7 @@ correctness_record check_input(op_context& ctx, const std::string& text, size_t 
   rec.max_abs_error = st.verdict.max_abs_error;
   rec.max_rel_error = st.verdict.max_rel_error;
   if (!st.verdict.ok) {
-    rec.error_type = "incorrect";
+    rec.error_type = to_string(outcome::incorrect);
     rec.error_msg = st.verdict.message;
   }
   return rec;
@@ -642,7 +670,7 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   rec.args = args::serialize_text(text);
   rec.speedup = 1.0;
   if (auto f = left_out(ctx.job, "performance", i)) {
-    rec.error_msg = "reference_error: " + f->message;
+    rec.error_msg = std::string(to_string(outcome::reference_error)) + ": " + f->message;
     return rec;
   }
   auto label = input_label(ctx.job, "performance", i, n);
@@ -938,7 +966,7 @@ void mark_timed_failure(eval_result& r, const performance_record& p) {
   for (auto& c : r.correctness)
     if (c.args == p.args && c.is_correct) {
       c.is_correct = false;
-      c.error_type = "incorrect";
+      c.error_type = to_string(outcome::incorrect);
       c.error_msg = p.error_msg.substr(std::string("incorrect: ").size());
     }
 }
@@ -967,10 +995,10 @@ void fail_every_input(eval_result& r, const eval_job& job, const call_error& why
 
 bool any_cuda_error(const eval_result& r) {
   for (auto& c : r.correctness)
-    if (c.error_type == "cuda_error")
+    if (input_outcome(c) == outcome::cuda_error)
       return true;
   for (auto& p : r.performance)
-    if (p.error_msg.rfind("cuda_error", 0) == 0)
+    if (input_outcome(p) == outcome::cuda_error)
       return true;
   return false;
 }
@@ -981,7 +1009,7 @@ void infra_failure(eval_result& r, const eval_job& job, const std::string& why) 
   r.correctness.clear();
   r.performance.clear();
   r.flags.clear();
-  fail_every_input(r, job, {"infra_error", why, ""});
+  fail_every_input(r, job, call_error(outcome::infra_error, why));
   r.outcome = outcome::infra_error;
   r.detail = why;
 }
@@ -992,7 +1020,7 @@ void lost_context(eval_result& r, const eval_job& job, const std::string& why) {
   eval_result rest = r;
   rest.correctness.clear();
   rest.performance.clear();
-  fail_every_input(rest, job, {"cuda_error", why, ""});
+  fail_every_input(rest, job, call_error(outcome::cuda_error, why));
   for (size_t i = r.correctness.size(); i < rest.correctness.size(); ++i)
     r.correctness.push_back(rest.correctness[i]);
   for (size_t i = r.performance.size(); i < rest.performance.size(); ++i)
@@ -1003,8 +1031,8 @@ void lost_context(eval_result& r, const eval_job& job, const std::string& why) {
 
 // Whether the last input recorded lost the CUDA context (the loops' stop, in constant time).
 bool lost_context_in_last(const eval_result& r) {
-  return (!r.correctness.empty() && r.correctness.back().error_type == "cuda_error")
-         || (!r.performance.empty() && r.performance.back().error_msg.rfind("cuda_error", 0) == 0);
+  return (!r.correctness.empty() && input_outcome(r.correctness.back()) == outcome::cuda_error)
+         || (!r.performance.empty() && input_outcome(r.performance.back()) == outcome::cuda_error);
 }
 
 // The whole job, apart from the guard against the runner's own failures.
@@ -1048,11 +1076,11 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
     try {
       impl = load_kernel(job.kernel, op);
     } catch (const kernel_load_error& e) {
-      load_failure = {e.kind, e.what(), ""};
+      load_failure = call_error(e.kind, e.what(), "");
     } catch (const python_error& e) {
-      load_failure = {e.type, e.what(), e.traceback};
+      load_failure = call_error(e.type, e.what(), e.traceback);
     } catch (const std::exception& e) {
-      load_failure = {"load_error", e.what(), ""};
+      load_failure = call_error("load_error", e.what(), "");
     }
   });
   if (!impl) {
@@ -1123,7 +1151,7 @@ eval_result evaluate_job(const eval_job& job, const runner_options& opts, const 
     // A lost CUDA context that surfaced in the runner's own code after the kernel was called
     // (a fault is sticky, reported by whatever touches the device next): the job's. Before
     // that (a device fault, a busy GPU) it is the runner's, retried on a fresh one.
-    if (classify("", e.what_without_backtrace()) != "cuda_error")
+    if (classify("", e.what_without_backtrace()) != outcome::cuda_error)
       infra_failure(r, job, e.what_without_backtrace());
     else if (!kernel_called)
       infra_failure(r, job, lost_device_detail + std::string(e.what_without_backtrace()));
