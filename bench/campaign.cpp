@@ -25,7 +25,7 @@
 #include "artefacts/kernel_dir.hpp"
 #include "process/runner_supervisor.hpp"
 #include "messages/errors.hpp"
-#include "nodes/local_node.hpp"
+#include "programs/local_node.hpp"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Simulated cluster benchmark: the real bbcluster, real bbnodes on this machine (the local
-// launcher) and the real protocol, with sim_runner (bench/sim_runner.cpp) in every slot in
-// place of bbrunner: it waits the modelled time of each input (bench/sim_model.hpp) instead of
+// launcher) and the real protocol, with sim_runner (sim/sim_runner.cpp) in every slot in
+// place of bbrunner: it waits the modelled time of each input (sim/sim_model.hpp) instead of
 // evaluating. Sweeps the whole included set of BackendBench's problems on 1, 8, 64 and 256
 // simulated GPUs, sharded and not (scheduler.shards), and with one node of four killed
 // halfway, and prints per run: the makespan, the ideal makespan (total work / GPUs), the
@@ -34,7 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/sim_model.hpp"
+#include "sim/sim_model.hpp"
 #include "suite/plan.hpp"
 
 namespace {

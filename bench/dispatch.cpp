@@ -21,7 +21,7 @@
 #include "cluster/config.hpp"
 #include "process/runner_supervisor.hpp"
 #include "messages/errors.hpp"
-#include "nodes/cluster.hpp"
+#include "programs/launch_nodes.hpp"
 
 namespace {
 

@@ -17,7 +17,7 @@
 
 #include "artefacts/compiler.hpp"
 #include "cluster/config.hpp"
-#include "nodes/local_node.hpp"
+#include "programs/local_node.hpp"
 #include "process/runner_supervisor.hpp"
 #include "process/sandbox.hpp"
 #include "process/subprocess.hpp"

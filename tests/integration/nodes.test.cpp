@@ -567,6 +567,6 @@ TEST_CASE("two local nodes given non-default timing, cache and sandbox settings 
   CHECK(a == b);
   CHECK(a["aten.relu.default"] == "ok correct true rounds 3 timer cpu_bench cached false sandbox off checks off");
   // Evaluated on the nodes, not here.
-  for (auto& j : journal_lines(dir / "nodes/results.jsonl", "job_finished"))
+  for (auto& j : journal_lines(dir / "programs/results.jsonl", "job_finished"))
     CHECK(j["provenance"]["node"].get<std::string>().rfind("node-", 0) == 0);
 }

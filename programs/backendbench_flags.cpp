@@ -11,7 +11,7 @@
 
 #include "artefacts/parquet_cache.hpp"
 #include "artefacts/sha256.hpp"
-#include "nodes/cli.hpp"
+#include "programs/cli.hpp"
 #include "process/subprocess.hpp"
 
 namespace bb::cli {

@@ -10,8 +10,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "nodes/local_node.hpp"
-#include "nodes/node_daemon.hpp"
+#include "programs/local_node.hpp"
+#include "programs/node_daemon.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"bbnode: hosts evaluators for bbcluster"};

@@ -11,7 +11,7 @@
 #include "actors/authors.hpp"
 #include "actors/generative_generator.hpp"
 #include "generate/http.hpp"
-#include "nodes/cli.hpp"
+#include "programs/cli.hpp"
 
 namespace bb::cli {
 

@@ -1,4 +1,4 @@
-#include "nodes/cluster.hpp"
+#include "programs/launch_nodes.hpp"
 
 #include <chrono>
 #include <csignal>

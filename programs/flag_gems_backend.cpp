@@ -11,7 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "artefacts/sha256.hpp"
-#include "nodes/cli.hpp"
+#include "programs/cli.hpp"
 #include "process/subprocess.hpp"
 
 namespace bb::cli {

@@ -1,4 +1,4 @@
-#include "nodes/cli.hpp"
+#include "programs/cli.hpp"
 
 #include <algorithm>
 #include <ctime>

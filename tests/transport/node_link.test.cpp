@@ -13,8 +13,8 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/node_server.hpp"
-#include "actors/remote_node.hpp"
+#include "transport/node_server.hpp"
+#include "transport/remote_node.hpp"
 #include "messages/errors.hpp"
 
 using namespace bb;
@@ -102,7 +102,7 @@ private:
 
 } // namespace
 
-TEST_CASE("a link loses a node that falls silent and rejoins it when it answers again", "[actors]") {
+TEST_CASE("a link loses a node that falls silent and rejoins it when it answers again", "[transport]") {
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::bb>();
   caf::actor_system sys{cfg};
@@ -155,7 +155,7 @@ TEST_CASE("a link loses a node that falls silent and rejoins it when it answers 
   link.stop();
 }
 
-TEST_CASE("a node applies the sweep settings its coordinator sends, or is refused", "[actors]") {
+TEST_CASE("a node applies the sweep settings its coordinator sends, or is refused", "[transport]") {
   const settings_map sent = {{"timing.rounds", "3"}, {"timing.timer", "\"adaptive\""}};
   settings_map seen;
   // Applied as sent: welcomed.

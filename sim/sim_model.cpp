@@ -1,4 +1,4 @@
-#include "bench/sim_model.hpp"
+#include "sim/sim_model.hpp"
 
 #include <cmath>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "actors/node_server.hpp"
+#include "transport/node_server.hpp"
 
 #include <map>
 
@@ -13,7 +13,7 @@
 #include <zmq.hpp>
 
 #include "actors/compile_step.hpp"
-#include "actors/zmq_wake.hpp"
+#include "transport/zmq_wake.hpp"
 #include "results/results.hpp"
 #include "messages/errors.hpp"
 

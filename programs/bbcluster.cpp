@@ -14,8 +14,8 @@
 
 #include "cluster/config.hpp"
 #include "cluster/curve_keys.hpp"
-#include "nodes/cli.hpp"
-#include "nodes/sweep.hpp"
+#include "programs/cli.hpp"
+#include "programs/sweep.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "nodes/node_daemon.hpp"
+#include "programs/node_daemon.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -13,7 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "actors/node_server.hpp"
+#include "transport/node_server.hpp"
 #include "process/sandbox.hpp"
 #include "messages/errors.hpp"
 #include "results/scoring.hpp"

@@ -1,4 +1,4 @@
-#include "actors/remote_node.hpp"
+#include "transport/remote_node.hpp"
 
 #include <chrono>
 #include <cstring>
@@ -13,7 +13,7 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
-#include "actors/zmq_wake.hpp"
+#include "transport/zmq_wake.hpp"
 #include "cluster/config.hpp"
 #include "messages/errors.hpp"
 

@@ -12,7 +12,7 @@
 
 #include <caf/actor_system.hpp>
 
-#include "actors/remote_node.hpp"
+#include "transport/remote_node.hpp"
 #include "cluster/config.hpp"
 
 namespace bb {

@@ -1,4 +1,4 @@
-#include "nodes/sweep.hpp"
+#include "programs/sweep.hpp"
 
 #include <atomic>
 #include <chrono>

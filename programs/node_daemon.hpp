@@ -13,7 +13,7 @@
 
 #include "cluster/config.hpp"
 #include "cluster/curve_keys.hpp"
-#include "nodes/local_node.hpp"
+#include "programs/local_node.hpp"
 
 namespace bb {
 

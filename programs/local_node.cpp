@@ -1,4 +1,4 @@
-#include "nodes/local_node.hpp"
+#include "programs/local_node.hpp"
 
 #include <algorithm>
 #include <cstdlib>

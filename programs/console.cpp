@@ -1,4 +1,4 @@
-#include "nodes/console.hpp"
+#include "programs/console.hpp"
 
 #include <cstdio>
 

@@ -2,7 +2,7 @@
 // bbrunner's protocol (messages/runner_protocol.hpp) over the same inherited socket: hello,
 // configure/ready, evaluate with a progress frame before each input and one result, resolve,
 // check, stop. Instead of evaluating, it waits the modelled time of each input
-// (bench/sim_model.hpp) divided by $BBCLUSTER_SIM_SPEEDUP, and answers with records of a
+// (sim/sim_model.hpp) divided by $BBCLUSTER_SIM_SPEEDUP, and answers with records of a
 // kernel that is correct and as fast as aten. It links neither torch nor CAF: many of them
 // run on one machine, one per simulated GPU slot. Only for the benchmark; evaluator.runner
 // names it.
@@ -16,7 +16,7 @@
 #include <iostream>
 #include <string>
 
-#include "bench/sim_model.hpp"
+#include "sim/sim_model.hpp"
 #include "messages/runner_protocol.hpp"
 #include "process/runner_loop.hpp"
 #include "suite/args.hpp"
