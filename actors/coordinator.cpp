@@ -222,7 +222,7 @@ void compile_then_queue(coordinator_pointer self, uint64_t id, artefact a) {
     // The generator has no kernel for this version: a failed result, which goes back to it.
     auto job = st.table.job(id);
     job.kernel = a;
-    end_version(self, id, failed_result(job, outcome::no_kernel, a.source));
+    end_version(self, id, failed_result(job, outcome::no_kernel, a.why_none));
     return;
   }
   // One build per version, for every shard of it.

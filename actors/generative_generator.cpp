@@ -51,7 +51,7 @@ artefact file_version(generative_pointer self, const author_request& req, author
   rec.author_seconds = reply.seconds;
   artefact a;
   a.kind = kernel_kind::none;
-  a.source = "v" + std::to_string(req.version) + ": " + reply.why;
+  a.why_none = "v" + std::to_string(req.version) + ": " + reply.why;
   if (!reply.session_dir.empty()) {
     std::string err;
     auto kept = st.folder.preserve_session(req.op.folder, reply.session_dir, err);
@@ -65,17 +65,17 @@ artefact file_version(generative_pointer self, const author_request& req, author
     std::string err;
     auto path = st.folder.write_version(req.op.folder, req.version, reply.kind, reply.code, err);
     if (path.empty()) {
-      a.source = "v" + std::to_string(req.version) + ": " + err;
+      a.why_none = "v" + std::to_string(req.version) + ": " + err;
     } else {
       rec.file = std::filesystem::path(path).filename().string();
       artefact k;
       if (auto why = read_kernel_file(path, req.op.folder, k); why.empty())
         a = k;
       else
-        a.source = "v" + std::to_string(req.version) + " (" + rec.file + "): " + why;
+        a.why_none = "v" + std::to_string(req.version) + " (" + rec.file + "): " + why;
     }
   }
-  rec.verdict = a.kind == kernel_kind::none ? "no kernel: " + a.source : "being evaluated";
+  rec.verdict = a.kind == kernel_kind::none ? "no kernel: " + a.why_none : "being evaluated";
   c.summary.versions.push_back(rec);
   write_summaries(self, c);
   spdlog::info("generative_generator: {} v{} {} in {:.1f} s{}", req.op.op_name, req.version,

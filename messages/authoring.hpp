@@ -61,8 +61,8 @@ struct generation_step {
   bool final = true;
   /// The operator's result when final (the version that stands).
   eval_result result;
-  /// The next version's kernel when not final; kind "none" when that version has no kernel
-  /// (its `source` says why).
+  /// The next version's kernel when not final; kind none when that version has no kernel
+  /// (its `why_none` says why).
   artefact next;
 };
 

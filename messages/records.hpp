@@ -29,7 +29,7 @@ BB_NAMED_ENUM(kernel_kind,
   cpp,
   /// CUDA source, built with nvcc on the node that evaluates it.
   cu,
-  /// No kernel: the generator produced none (the artefact's source says why).
+  /// No kernel: the generator produced none (the artefact's why_none says why).
   none);
 
 /// Built into a loadable object before it runs (the compile pool's work).
@@ -48,7 +48,7 @@ inline std::optional<kernel_kind> kernel_kind_of_extension(const std::string& ex
 }
 
 // artefact's fields, once: msgpack, CAF's inspect and JSON are made from them.
-#define BB_FIELDS_ARTEFACT kind, path, source, hash, entry, object_path
+#define BB_FIELDS_ARTEFACT kind, path, source, hash, entry, object_path, why_none
 /// A kernel to evaluate: what a generator produced for one operator.
 struct artefact {
   kernel_kind kind = kernel_kind::none;
@@ -61,6 +61,9 @@ struct artefact {
   std::string entry;
   /// The loadable object built from a native source on the node that evaluates it.
   std::string object_path;
+  /// Kind none: why the generator has no kernel (no code in the reply, a file it could not
+  /// write, an entry point missing), for the failed result.
+  std::string why_none;
   MSGPACK_DEFINE_MAP(BB_FIELDS_ARTEFACT);
 };
 

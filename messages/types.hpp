@@ -32,7 +32,8 @@ struct sweep_report {
   /// The three score lines.
   std::string scores_text;
   uint64_t jobs = 0;
-  /// Jobs whose runner died or timed out.
+  /// Jobs that failed as a whole (fails_job: any outcome but ok and the skipped ones), not
+  /// jobs that ran and got an input wrong.
   uint64_t failed_jobs = 0;
   /// Where the reports were written; empty with --disable-output-logs.
   std::string log_dir;
@@ -144,7 +145,7 @@ using evaluator_actor = caf::typed_actor<
 /// The GENERATOR actor: turns an operator into kernel artefacts, one version at a time.
 using generator_actor = caf::typed_actor<
   // Produce the first kernel to evaluate for one operator (full name: aten.relu.default);
-  // kind "none" when there is no kernel (its source says why).
+  // kind none when there is no kernel (its why_none says why).
   caf::replies_to<atom::generate, std::string>::with<artefact>,
   // The evaluation of the latest version: the next version to evaluate, or the final result.
   caf::replies_to<atom::revise, eval_result>::with<generation_step>>;

@@ -14,7 +14,7 @@
 #include "programs/cli.hpp"
 #include "process/subprocess.hpp"
 
-namespace bb::cli {
+namespace bb::program {
 
 void add_backendbench_flags(CLI::App& app, flags& f) {
   app.add_option("--num-workers", f.num_workers,
@@ -145,4 +145,4 @@ std::string apply_backendbench_flags(const CLI::App& app, flags& f, settings& s)
   return "";
 }
 
-} // namespace bb::cli
+} // namespace bb::program

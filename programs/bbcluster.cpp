@@ -67,11 +67,11 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "settings")
     return print_settings(argc, argv);
   CLI::App app{"bbcluster: evaluates generated PyTorch operator kernels, BackendBench-compatible"};
-  bb::cli::flags f;
-  bb::cli::add_flags(app, f);
+  bb::program::flags f;
+  bb::program::add_flags(app, f);
   // --resume RUN_DIR runs the recorded sweep again, from where it is started.
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (auto err = bb::cli::expand_resume(args); !err.empty()) {
+  if (auto err = bb::program::expand_resume(args); !err.empty()) {
     std::cerr << "bbcluster: " << err << "\n";
     return 2;
   }

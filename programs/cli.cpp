@@ -19,7 +19,7 @@
 #include "process/runner_supervisor.hpp"
 #include "messages/errors.hpp"
 
-namespace bb::cli {
+namespace bb::program {
 
 void add_flags(CLI::App& app, flags& f) {
   app.add_option("--suite", f.suite, "suite to run (facto is refused, with the reason)")
@@ -446,4 +446,4 @@ std::string check_resumed_conditions(const std::string& run_dir,
          "(give --resume-anyway to go on regardless):" + list;
 }
 
-} // namespace bb::cli
+} // namespace bb::program

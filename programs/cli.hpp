@@ -1,8 +1,10 @@
 #pragma once
 
-// bbcluster's command line and what it prints before a sweep: flags, settings from TOML with
-// flags on top, the plan's messages, and the runner-backed lookups (--list, directory
-// kernels). Configuration only: nothing here a test would want to reach past the programs.
+// bbcluster the program (bb::program), apart from its sweep unit (sweep.hpp): its command
+// line, settings from TOML with flags on top, the plan's messages, the runner-backed lookups
+// (--list, directory kernels: they start a bbrunner), and each backend's wiring (its actors
+// spawned). Configuration and wiring only: nothing here a test would want to reach past the
+// programs.
 
 #include <cstdint>
 #include <map>
@@ -25,7 +27,7 @@ namespace caf {
 class actor_system;
 }
 
-namespace bb::cli {
+namespace bb::program {
 
 struct flags {
   std::string suite = "smoke", backend = "aten", ops, llm_model, ops_directory, log_dir;
@@ -169,4 +171,4 @@ std::map<std::string, std::string> sweep_conditions(const settings& s,
 std::string check_resumed_conditions(const std::string& run_dir,
                                      const std::map<std::string, std::string>& now, bool anyway);
 
-} // namespace bb::cli
+} // namespace bb::program

@@ -14,7 +14,7 @@
 #include "programs/cli.hpp"
 #include "process/subprocess.hpp"
 
-namespace bb::cli {
+namespace bb::program {
 
 namespace fs = std::filesystem;
 
@@ -81,4 +81,4 @@ std::string attach_flag_gems(flags& f, const settings& s, const sweep_plan& plan
   return "";
 }
 
-} // namespace bb::cli
+} // namespace bb::program

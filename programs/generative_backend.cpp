@@ -13,7 +13,7 @@
 #include "generate/http.hpp"
 #include "programs/cli.hpp"
 
-namespace bb::cli {
+namespace bb::program {
 
 namespace {
 
@@ -159,4 +159,4 @@ generative_backend spawn_generative(caf::actor_system& sys, const generative_pla
   return out;
 }
 
-} // namespace bb::cli
+} // namespace bb::program

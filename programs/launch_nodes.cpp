@@ -189,7 +189,7 @@ std::string open_cluster(caf::actor_system& sys, const cluster_request& req, clu
     rcfg.name = name;
     rcfg.heartbeat_s = req.s.heartbeat_s;
     rcfg.silence_s = req.s.node_silence_s;
-    rcfg.connect_timeout_s = req.s.start_timeout_s;
+    rcfg.connect_timeout_s = req.s.node_connect_timeout_s;
     rcfg.settings = sweep_settings_of(req.s);
     auto link = std::make_unique<remote_node>(sys, rcfg);
     auto slots = link->connect();

@@ -61,7 +61,7 @@ void kill_runners() {
 
 } // namespace
 
-int prepare_sweep(const CLI::App& app, const cli::flags& given, const std::vector<std::string>& args,
+int prepare_sweep(const CLI::App& app, const program::flags& given, const std::vector<std::string>& args,
                   const std::vector<char*>& words, sweep_setup& out) {
   auto fail = [](const std::string& why) {
     std::cerr << "bbcluster: " << why << "\n";
@@ -69,25 +69,25 @@ int prepare_sweep(const CLI::App& app, const cli::flags& given, const std::vecto
   };
   out.f = given;
   auto& f = out.f; // BackendBench's flags map onto ours here
-  if (auto err = cli::merge_settings(app, f, out.s); !err.empty())
+  if (auto err = program::merge_settings(app, f, out.s); !err.empty())
     return fail(err);
   spdlog::set_level(spdlog::level::from_str(out.s.log_level));
   out.plan = make_plan({f.suite, f.data, ops::split_tokens(f.ops), static_cast<size_t>(f.topn),
                         f.smallest_inputs, f.overhead_dominated});
-  cli::report_plan(out.plan);
+  program::report_plan(out.plan);
   if (!out.plan.fatal.empty())
     return fail(out.plan.fatal);
-  if (auto err = cli::attach_flag_gems(f, out.s, out.plan); !err.empty())
+  if (auto err = program::attach_flag_gems(f, out.s, out.plan); !err.empty())
     return fail(err);
   if (f.backend == "directory")
-    if (auto err = cli::attach_directory(f.ops_directory, out.s, out.plan, out.kernels); !err.empty())
+    if (auto err = program::attach_directory(f.ops_directory, out.s, out.plan, out.kernels); !err.empty())
       return fail(err);
   if (f.list) {
     std::vector<std::string> names;
     for (auto& op : out.plan.work.ops)
       names.push_back(op.op_name);
     std::string err;
-    auto schemas = cli::resolve_ops(names, out.s, err);
+    auto schemas = program::resolve_ops(names, out.s, err);
     if (!schemas) {
       std::cerr << "bbcluster: cannot resolve operators: " << err << "\n";
       return 1;
@@ -96,13 +96,13 @@ int prepare_sweep(const CLI::App& app, const cli::flags& given, const std::vecto
     return 0;
   }
   out.generative = f.backend == "llm" || f.backend == "kernel_agent";
-  out.run_dir = f.disable_output_logs ? "" : (out.s.log_dir.empty() ? cli::timestamped_dir() : out.s.log_dir);
+  out.run_dir = f.disable_output_logs ? "" : (out.s.log_dir.empty() ? program::timestamped_dir() : out.s.log_dir);
   out.scratch = out.run_dir;
   if (out.run_dir.empty()) {
     char tmpl[] = "/tmp/bbcluster-XXXXXX";
     out.scratch = ::mkdtemp(tmpl) ? tmpl : "/tmp";
   }
-  out.command = cli::command_line(words);
+  out.command = program::command_line(words);
   if (!out.run_dir.empty()) {
     // The folder's one owner from here on: nothing is read from or written to it before.
     auto holder = f.resume.empty() ? out.command : resume_command_for(out.run_dir);
@@ -118,21 +118,21 @@ int prepare_sweep(const CLI::App& app, const cli::flags& given, const std::vecto
     if (read_sweep_record(out.run_dir, record).empty())
       out.command = recorded_command(record);
   }
-  auto conditions = cli::sweep_conditions(out.s, out.kernels);
+  auto conditions = program::sweep_conditions(out.s, out.kernels);
   // The reports state these and whether reference times came from the cache (not a condition
   // a resume must match: the cache holds what the same conditions measured).
   out.conditions = conditions;
   out.conditions["timing.reference_cache"] = out.s.timing.reference_cache ? "on" : "off";
   if (!f.resume.empty()) {
-    if (auto err = cli::check_resumed_conditions(out.run_dir, conditions, f.resume_anyway); !err.empty())
+    if (auto err = program::check_resumed_conditions(out.run_dir, conditions, f.resume_anyway); !err.empty())
       return fail(err);
-    if (auto err = cli::read_resumed_sweep(out.run_dir, out.s, out.plan, out.resumed); !err.empty())
+    if (auto err = program::read_resumed_sweep(out.run_dir, out.s, out.plan, out.resumed); !err.empty())
       return fail("cannot resume: " + err);
   }
   // The generative backends are checked (a model, KernelAgent importable) before anything
   // starts or is written.
   if (out.generative)
-    if (auto err = cli::prepare_generative(f, out.s, out.plan, out.run_dir, out.command, out.resumed, out.gplan);
+    if (auto err = program::prepare_generative(f, out.s, out.plan, out.run_dir, out.command, out.resumed, out.gplan);
         !err.empty())
       return fail(err);
   if (f.resume.empty() && !out.run_dir.empty()) {
@@ -145,7 +145,7 @@ int prepare_sweep(const CLI::App& app, const cli::flags& given, const std::vecto
   }
   for (auto& op : out.plan.work.ops)
     out.inputs_per_op[op.op_name] = op.correctness.size();
-  cli::drop_resumed_ops(out.resumed, out.plan);
+  program::drop_resumed_ops(out.resumed, out.plan);
   return -1;
 }
 
@@ -260,7 +260,7 @@ std::string sweep::start_evaluators() {
 
 void sweep::start_generator() {
   if (setup_.generative) {
-    generative_ = cli::spawn_generative(*sys_, setup_.gplan);
+    generative_ = program::spawn_generative(*sys_, setup_.gplan);
     generator_ = generative_.generator;
   } else {
     generator_ = setup_.f.backend == "directory" ? sys_->spawn(directory_generator, setup_.kernels)
@@ -287,7 +287,7 @@ void sweep::start_coordinator() {
   ccfg.shards_per_slot = shards_per_slot(s);
   // Shards are sized by expected work: worth estimating only when there is more than one slot.
   if (ccfg.shards_per_slot > 0 && evaluators_.size() > 1)
-    ccfg.estimates = cli::estimate_sweep_work(ccfg.work, s, slot_device());
+    ccfg.estimates = program::estimate_sweep_work(ccfg.work, s, slot_device());
   ccfg.earlier_shards = setup_.resumed.shards;
   ccfg.job_settings = pack_settings(runner_options_of(s));
   ccfg.evaluate_timeout = std::chrono::duration_cast<caf::timespan>(

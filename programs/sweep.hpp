@@ -32,7 +32,7 @@ namespace bb {
 
 /// Everything the command line and the files decided, before any actor runs.
 struct sweep_setup {
-  cli::flags f;
+  program::flags f;
   settings s;
   sweep_plan plan;
   std::vector<directory_kernel> kernels;
@@ -46,9 +46,9 @@ struct sweep_setup {
   std::map<std::string, std::string> conditions;
   /// The run folder's lock, held as long as the sweep (results/run_lock.hpp).
   run_lock lock;
-  cli::resumed_sweep resumed;
+  program::resumed_sweep resumed;
   bool generative = false;
-  cli::generative_plan gplan;
+  program::generative_plan gplan;
   /// Every operator of the sweep with its number of inputs, those finished before included.
   std::map<std::string, uint64_t> inputs_per_op;
   /// Writes that failed before the sweep started (sweep.json): "cannot write PATH: why".
@@ -59,7 +59,7 @@ struct sweep_setup {
 /// the run folder's lock and ends the nodes a killed sweep of the folder left running; -1 to
 /// go on, else the exit status (after --list, or 2 with the reason printed: also when another
 /// sweep holds the folder).
-int prepare_sweep(const CLI::App& app, const cli::flags& f, const std::vector<std::string>& args,
+int prepare_sweep(const CLI::App& app, const program::flags& f, const std::vector<std::string>& args,
                   const std::vector<char*>& words, sweep_setup& out);
 
 class sweep {
@@ -101,7 +101,7 @@ private:
   cluster nodes_;
   /// The evaluators the coordinator sees: each slot behind its watch, which tells the board.
   std::vector<evaluator_actor> evaluators_;
-  cli::generative_backend generative_;
+  program::generative_backend generative_;
   generator_actor generator_;
   reporter_actor reporter_;
   coordinator_actor coordinator_;

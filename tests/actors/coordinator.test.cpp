@@ -82,7 +82,7 @@ generator_actor::behavior_type revising_generator(generator_actor::pointer) {
     [](atom::generate, const std::string&) {
       artefact a;
       a.kind = kernel_kind::none;
-      a.source = "v1: the reply has no fenced code block";
+      a.why_none = "v1: the reply has no fenced code block";
       return a;
     },
     [](atom::revise, eval_result& r) {

@@ -153,11 +153,11 @@ TEST_CASE_METHOD(fixture, "an operator without code ends after its versions, the
   auto g = spawn_generator(2, 1);
   auto v1 = ask<artefact>(g, atom::generate_v, std::string("aten.cos.default"));
   CHECK(v1.kind == kernel_kind::none);
-  CHECK_THAT(v1.source, Catch::Contains("v1: the reply has no fenced code block"));
+  CHECK_THAT(v1.why_none, Catch::Contains("v1: the reply has no fenced code block"));
   eval_result r1;
   r1.op_name = "aten.cos.default";
   r1.outcome = bb::outcome::no_kernel;
-  r1.detail = v1.source;
+  r1.detail = v1.why_none;
   r1.version = 1;
   auto step = ask<generation_step>(g, atom::revise_v, r1);
   REQUIRE_FALSE(step.final);
