@@ -20,6 +20,8 @@ const std::vector<std::string>& profile_phases();
 /// The reporter's own work, which must grow linearly with the operators: the CPU seconds of
 /// its thread while it handled messages, the operators' results it recorded, and how often it
 /// rewrote the growing reports and in how many seconds.
+// Each record's fields, once: profile.json is made from them (profile_json).
+#define BB_FIELDS_REPORTER_LOAD cpu_seconds, results, rewrites, rewrite_seconds
 struct reporter_load {
   double cpu_seconds = 0.0;
   size_t results = 0;
@@ -27,14 +29,18 @@ struct reporter_load {
   double rewrite_seconds = 0.0;
 };
 
+#define BB_FIELDS_SWEEP_PROFILE slots, total, jobs, reporter
 struct sweep_profile {
   /// Seconds per phase, per slot ("node/slot").
   std::map<std::string, std::map<std::string, double>> slots;
-  /// Seconds per phase over all slots.
+  /// Seconds per phase over all slots (total_seconds in profile.json).
   std::map<std::string, double> total;
   size_t jobs = 0;
   reporter_load reporter;
 };
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(reporter_load, BB_FIELDS_REPORTER_LOAD)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(sweep_profile, BB_FIELDS_SWEEP_PROFILE)
 
 /// Adds the phases of one evaluation (a job, or a shard of an operator) under its slot.
 void add_to_profile(sweep_profile& p, const eval_result& r);

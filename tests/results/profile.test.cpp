@@ -43,3 +43,23 @@ TEST_CASE("the profile shows the reporter's CPU per result, with or without job 
     x = x + 1.0;
   CHECK(thread_cpu_seconds() > before);
 }
+
+TEST_CASE("profile.json holds every field of the profile's records, read back as written", "[results]") {
+  sweep_profile p;
+  p.slots["n1/0"] = {{"time_kernel", 1.5}, {"compare", 0.25}};
+  p.total = {{"time_kernel", 1.5}, {"compare", 0.25}, {"time_reference", 0.5}};
+  p.jobs = 3;
+  p.reporter = {0.5, 250, 7, 0.25};
+  auto j = profile_json(p);
+  // Every listed field is there (total under the file's name for it), with its value.
+  CHECK(j["slots"]["n1/0"]["compare"] == 0.25);
+  CHECK(j["total_seconds"]["time_reference"] == 0.5);
+  CHECK(j["jobs"] == 3);
+  CHECK(j["reporter"]["rewrite_seconds"] == 0.25);
+  CHECK(j["timer_seconds"] == 2.0);
+  reporter_load back = j["reporter"].get<reporter_load>();
+  CHECK(back.cpu_seconds == 0.5);
+  CHECK(back.results == 250);
+  CHECK(back.rewrites == 7);
+  CHECK(back.rewrite_seconds == 0.25);
+}
