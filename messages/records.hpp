@@ -83,13 +83,18 @@ struct compile_outcome {
   MSGPACK_DEFINE_MAP(BB_FIELDS_COMPILE_OUTCOME);
 };
 
+/// Which of an operator's lists an input is in; none for a step about no input.
+BB_NAMED_ENUM(input_kind, none, correctness, performance);
+
+/// Whose code a step of a job runs; neither for the runner's own (or both: timing).
+BB_NAMED_ENUM(code_side, neither, reference, kernel);
+
 // input_failure's fields, once: msgpack, CAF's inspect and JSON are made from them.
 #define BB_FIELDS_INPUT_FAILURE kind, index, message
 /// An input the runner is not to run, and why: its reference ran past the call timeout on an
 /// earlier attempt (it is recorded as reference_error and left out of the scores).
 struct input_failure {
-  /// "correctness" or "performance".
-  std::string kind;
+  input_kind kind = input_kind::correctness;
   uint32_t index = 0;
   std::string message;
   MSGPACK_DEFINE_MAP(BB_FIELDS_INPUT_FAILURE);

@@ -120,10 +120,10 @@ struct runner_reply {
   /// For "progress": whose code the step runs ("reference", "kernel", or "" for neither or
   /// both), and the input it is about ("correctness" or "performance", and its index). A step
   /// of the reference that runs past the call timeout is the reference's failure.
-  std::string side;
-  std::string input_kind;
+  code_side side = code_side::neither;
+  input_kind input = input_kind::none;
   uint32_t input_index = 0;
-  MSGPACK_DEFINE_MAP(kind, protocol, text, where, result, schemas, setup, side, input_kind,
+  MSGPACK_DEFINE_MAP(kind, protocol, text, where, result, schemas, setup, side, input,
                      input_index);
 };
 

@@ -185,11 +185,11 @@ runner_supervisor::call_outcome runner_supervisor::evaluate(const eval_job& job,
     int wait_ms = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count(), step_timeout_ms)));
     std::string frame;
     auto st = frames::read_frame(fd_, frame, wait_ms);
-    if (st == frames::read_status::timeout && !job_bound && last_step.side == "reference") {
+    if (st == frames::read_status::timeout && !job_bound && last_step.side == code_side::reference) {
       // The reference (aten) itself is too slow here: that input is left out, as BackendBench
       // leaves out inputs whose reference fails. Not the kernel's failure.
       out.why = outcome::reference_error;
-      out.failed_input.kind = last_step.input_kind;
+      out.failed_input.kind = last_step.input;
       out.failed_input.index = last_step.input_index;
       out.failed_input.message = "the reference ran past the call timeout ("
                                  + seconds_text(step_timeout_ms) + ") during " + step;
@@ -211,9 +211,9 @@ runner_supervisor::call_outcome runner_supervisor::evaluate(const eval_job& job,
       bool fault = false;
       for (auto sig : {"SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT"})
         fault = fault || how.find(sig) != std::string::npos;
-      if (fault && last_step.side == "reference") {
+      if (fault && last_step.side == code_side::reference) {
         out.why = outcome::reference_error;
-        out.failed_input.kind = last_step.input_kind;
+        out.failed_input.kind = last_step.input;
         out.failed_input.index = last_step.input_index;
         out.failed_input.message = "the reference crashed (runner " + how + ") during " + step;
         out.detail = out.failed_input.message;

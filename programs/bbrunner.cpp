@@ -40,7 +40,7 @@ bb::runner_reply evaluate(int fd, const bb::runner_request& req, const bb::runne
     note.text = s.text;
     note.setup = s.setup;
     note.side = s.side;
-    note.input_kind = s.input_kind;
+    note.input = s.input;
     note.input_index = s.input_index;
     bb::send_reply(fd, note);
   });

@@ -292,23 +292,22 @@ built_call tensors_of(const prepared_input& in) {
   return c;
 }
 
-void tell(op_context& ctx, std::string text, const std::string& side, const std::string& kind,
-          size_t index) {
+void tell(op_context& ctx, std::string text, code_side side, input_kind kind, size_t index) {
   step s;
   s.text = std::move(text);
   // With the aten backend the kernel is the reference: whatever it does is the reference's.
-  s.side = side == "kernel" && ctx.job.kernel.kind == kernel_kind::aten ? "reference" : side;
-  s.input_kind = kind;
+  s.side = side == code_side::kernel && ctx.job.kernel.kind == kernel_kind::aten ? code_side::reference : side;
+  s.input = kind;
   s.input_index = static_cast<uint32_t>(index);
   ctx.progress(s);
 }
 
 input_state& input(op_context& ctx, const std::string& text, const std::string& label,
-                   const std::string& kind, size_t index) {
+                   input_kind kind, size_t index) {
   auto& st = ctx.inputs[text];
   if (st.call || st.build_error.failed())
     return st;
-  tell(ctx, label + ": building inputs", "", kind, index);
+  tell(ctx, label + ": building inputs", code_side::neither, kind, index);
   if (is_opinfo_sample(text)) {
     // An OpInfo sample: rebuilt in the embedded Python from its description and seed.
     if (auto failure = ctx.phases.time("build_inputs", [&] {
@@ -478,7 +477,7 @@ std::string reference_disagrees(op_context& ctx, const built_call& call, const c
 // checks.extra_inputs: the same input with signed values, and with zeros, infinities and NaN.
 // A variant the reference fails or disagrees with itself on says nothing and is passed over.
 void check_extra_inputs(op_context& ctx, input_state& st, const std::string& label,
-                        const std::string& kind, size_t index) {
+                        input_kind kind, size_t index) {
   // Operators whose CUDA kernels assert on their values (a probability, a target in [0, 1]):
   // a signed or NaN value would end the runner's CUDA context, not test the kernel.
   static const std::set<std::string> asserting = {
@@ -494,7 +493,7 @@ void check_extra_inputs(op_context& ctx, input_state& st, const std::string& lab
   });
   for (auto& v : variants) {
     auto what = label + ", extra input '" + v.name + "'";
-    tell(ctx, what + ": reference", "reference", kind, index);
+    tell(ctx, what + ": reference", code_side::reference, kind, index);
     prepared_input ref_in, in;
     c10::IValue ref, res;
     if (run_one_call(ctx, "reference_calls", ctx.reference, v.call, ref_in, ref))
@@ -502,7 +501,7 @@ void check_extra_inputs(op_context& ctx, input_state& st, const std::string& lab
     // Indices among zeros and infinities are ties that an honest kernel may break another way.
     if (own("looking at the reference's output", [&] { return has_integer_tensors(ref); }))
       continue;
-    tell(ctx, what + ": kernel", "kernel", kind, index);
+    tell(ctx, what + ": kernel", code_side::kernel, kind, index);
     if (auto e = run_checked_kernel_call(ctx, v.call, in, res, ref)) {
       e->message = "on its extra input '" + v.name + "' (" + label + "): " + e->message;
       st.run_error = e;
@@ -524,13 +523,12 @@ void check_extra_inputs(op_context& ctx, input_state& st, const std::string& lab
 
 // Runs the reference and the kernel once each on fresh clones, compares their results and
 // checks the kernel's honesty against what the reference itself did on the same input.
-void check(op_context& ctx, input_state& st, const std::string& label, const std::string& kind,
-           size_t index) {
+void check(op_context& ctx, input_state& st, const std::string& label, input_kind kind, size_t index) {
   if (st.checked)
     return;
   st.checked = true;
   const auto& schema = ctx.op.schema();
-  tell(ctx, label + ": reference", "reference", kind, index);
+  tell(ctx, label + ": reference", code_side::reference, kind, index);
   prepared_input ref_in;
   c10::IValue ref, res;
   // An input the operator cannot take is the reference's failure.
@@ -540,7 +538,7 @@ void check(op_context& ctx, input_state& st, const std::string& label, const std
     st.run_error = e;
     return;
   }
-  tell(ctx, label + ": kernel", "kernel", kind, index);
+  tell(ctx, label + ": kernel", code_side::kernel, kind, index);
   prepared_input in;
   auto e = run_checked_kernel_call(ctx, *st.call, in, res, ref);
   // Once used, outputs read as NaN: a later call that returns memory it never wrote gets NaN.
@@ -565,7 +563,7 @@ void check(op_context& ctx, input_state& st, const std::string& label, const std
     st.run_error = e;
     return;
   }
-  tell(ctx, label + ": checking", "", kind, index);
+  tell(ctx, label + ": checking", code_side::neither, kind, index);
   auto honesty = ctx.phases.time("honesty", [&] {
     return own("checking the kernel's honesty", [&] {
       auto mutated = beyond_reference(changed_inputs(*st.call, in, schema, ctx.impl.takes_call_args()),
@@ -598,7 +596,7 @@ void check(op_context& ctx, input_state& st, const std::string& label, const std
   // Before the kernel is blamed: does the reference agree with itself? Some of aten's kernels
   // leave part of an output unwritten on some devices and dtypes; such an input says nothing
   // about the kernel and is left out.
-  tell(ctx, label + ": reference again", "reference", kind, index);
+  tell(ctx, label + ": reference again", code_side::reference, kind, index);
   auto why = reference_disagrees(ctx, *st.call, ref);
   if (!why.empty() && why.rfind("it failed when run again", 0) != 0)
     st.run_error = call_error(outcome::reference_error, "the reference does not agree with itself on this input: " + why);
@@ -610,37 +608,37 @@ const T* find_in(const std::vector<T>& xs, P pred) {
   return it == xs.end() ? nullptr : &*it;
 }
 
-const input_failure* left_out(const eval_job& job, const std::string& kind, size_t index) {
+const input_failure* left_out(const eval_job& job, input_kind kind, size_t index) {
   return find_in(job.reference_failures,
                  [&](const input_failure& f) { return f.kind == kind && f.index == index; });
 }
 
 // "correctness input 7/10": numbered among the operator's inputs, so that a shard's messages
 // (a crash's detail among them) read as an unsharded job's.
-std::string input_label(const eval_job& job, const std::string& kind, size_t i, size_t n) {
+std::string input_label(const eval_job& job, input_kind kind, size_t i, size_t n) {
   const auto& s = job.shard;
-  bool correctness = kind == "correctness";
+  bool correctness = kind == input_kind::correctness;
   if (s.is_part()) {
     i += correctness ? s.correctness_begin : s.performance_begin;
     n = correctness ? s.correctness_total : s.performance_total;
   }
-  return kind + " input " + std::to_string(i + 1) + "/" + std::to_string(n);
+  return std::string(to_string(kind)) + " input " + std::to_string(i + 1) + "/" + std::to_string(n);
 }
 
 correctness_record check_input(op_context& ctx, const std::string& text, size_t i, size_t n) {
   correctness_record rec;
   rec.op_name = ctx.job.op_name;
   rec.args = args::serialize_text(text);
-  if (auto f = left_out(ctx.job, "correctness", i)) {
+  if (auto f = left_out(ctx.job, input_kind::correctness, i)) {
     rec.error_type = to_string(outcome::reference_error);
     rec.error_msg = f->message;
     return rec;
   }
-  auto label = input_label(ctx.job, "correctness", i, n);
-  auto& st = input(ctx, text, label, "correctness", i);
+  auto label = input_label(ctx.job, input_kind::correctness, i, n);
+  auto& st = input(ctx, text, label, input_kind::correctness, i);
   call_error err = st.build_error;
   if (st.call) {
-    check(ctx, st, label, "correctness", i);
+    check(ctx, st, label, input_kind::correctness, i);
     if (st.run_error)
       err = *st.run_error;
   }
@@ -669,19 +667,19 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   rec.op_name = ctx.job.op_name;
   rec.args = args::serialize_text(text);
   rec.speedup = 1.0;
-  if (auto f = left_out(ctx.job, "performance", i)) {
+  if (auto f = left_out(ctx.job, input_kind::performance, i)) {
     rec.error_msg = std::string(to_string(outcome::reference_error)) + ": " + f->message;
     return rec;
   }
-  auto label = input_label(ctx.job, "performance", i, n);
-  auto& st = input(ctx, text, label, "performance", i);
+  auto label = input_label(ctx.job, input_kind::performance, i, n);
+  auto& st = input(ctx, text, label, input_kind::performance, i);
   if (!st.call) {
     rec.error_msg = st.build_error.type + ": " + st.build_error.message;
     return rec;
   }
   // As BackendBench, only a kernel that is correct on this input is timed; the same input's
   // correctness check is not repeated.
-  check(ctx, st, label, "performance", i);
+  check(ctx, st, label, input_kind::performance, i);
   if (st.run_error) {
     rec.error_msg = st.run_error->type + ": " + st.run_error->message;
     return rec;
@@ -822,17 +820,17 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
     return side;
   };
   timed_side ref_side = make_side(false), ker_side = make_side(true);
-  tell(ctx, label + ": timing", "", "performance", i);
+  tell(ctx, label + ": timing", code_side::neither, input_kind::performance, i);
   paired_timing timing;
   // Each side's calls are announced, so that a crash or a hang is blamed on the side that had
   // it (on a GPU, calls are queued: a fault shows at the synchronization, told as neither).
-  std::string last_side;
-  auto on_side = [&](const char* side) {
+  code_side last_side = code_side::neither;
+  auto on_side = [&](code_side side) {
     if (last_side == side)
       return;
     last_side = side;
-    tell(ctx, label + (last_side.empty() ? ": timing" : ": timing the " + last_side), last_side,
-         "performance", i);
+    tell(ctx, label + (side == code_side::neither ? std::string(": timing") : std::string(": timing the ") + to_string(side)),
+         side, input_kind::performance, i);
   };
   double wall = 0.0; // the timer's own seconds, without the checks of what it timed
   auto measure = [&](bool synchronized) {
@@ -857,7 +855,7 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
     if (python_kernel_of(ctx) && !python_new_threads().empty())
       raise_flag(ctx, "leaves_thread_running");
     ctx.phases.time("check_timed", [&] { check_tampering(ctx); });
-    tell(ctx, label + ": checking the timed calls' outputs", "reference", "performance", i);
+    tell(ctx, label + ": checking the timed calls' outputs", code_side::reference, input_kind::performance, i);
     for (size_t n = 0; n < kept[1].size(); ++n) {
       auto& c = kept[1][n];
       if (c.round < 0)

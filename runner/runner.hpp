@@ -18,10 +18,9 @@ struct step {
   std::string text;
   /// Sets the runner up (loading a kernel, starting Python): bounded by the start timeout.
   bool setup = false;
-  /// "reference", "kernel" or "" (neither, or both: timing).
-  std::string side;
-  /// "correctness" or "performance", and the input's index, when the step is about an input.
-  std::string input_kind;
+  code_side side = code_side::neither;
+  /// The input's list and index, when the step is about an input.
+  input_kind input = input_kind::none;
   uint32_t input_index = 0;
 };
 

@@ -134,18 +134,18 @@ int64_t cpu_prime(const timed_side& side, const runner_options& opts) {
   return std::clamp<int64_t>(fit, 1, opts.cpu_runs);
 }
 
-using side_fn = std::function<void(const char*)>;
+using side_fn = std::function<void(code_side)>;
 
-void tell(const side_fn& on_side, const char* side) {
+void tell(const side_fn& on_side, code_side side) {
   if (on_side)
     on_side(side);
 }
 
 paired_timing cpu_pair(const timed_side& reference, const timed_side& kernel,
                        const runner_options& opts, const side_timing* cached, const side_fn& on_side) {
-  tell(on_side, "reference");
+  tell(on_side, code_side::reference);
   int64_t ref_calls = cached ? 0 : cpu_prime(reference, opts);
-  tell(on_side, "kernel");
+  tell(on_side, code_side::kernel);
   int64_t kernel_calls = cpu_prime(kernel, opts);
   int64_t rounds = std::max<int64_t>(1, std::min({opts.rounds, kernel_calls, cached ? kernel_calls : ref_calls}));
   std::vector<std::vector<double>> ref_rounds(static_cast<size_t>(rounds));
@@ -160,10 +160,10 @@ paired_timing cpu_pair(const timed_side& reference, const timed_side& kernel,
     for (int turn = 0; turn < 2; ++turn) {
       bool ref_turn = (turn == 0) == (r % 2 == 0);
       if (ref_turn && !cached) {
-        tell(on_side, "reference");
+        tell(on_side, code_side::reference);
         run(reference, r, share(ref_calls, rounds, r), ref_rounds[static_cast<size_t>(r)]);
       } else if (!ref_turn) {
-        tell(on_side, "kernel");
+        tell(on_side, code_side::kernel);
         run(kernel, r, share(kernel_calls, rounds, r), kernel_rounds[static_cast<size_t>(r)]);
       }
     }
@@ -246,10 +246,10 @@ paired_timing cuda_do_bench_pair(const timed_side& reference, const timed_side& 
   auto cache = at::empty({opts.flush_bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
   cuda_side ref{&reference}, ker{&kernel};
   if (!cached) {
-    tell(on_side, "reference");
+    tell(on_side, code_side::reference);
     cuda_prime(ref, cache, opts);
   }
-  tell(on_side, "kernel");
+  tell(on_side, code_side::kernel);
   cuda_prime(ker, cache, opts);
   if (!cached)
     for (int64_t i = 0; i < ref.warmup; ++i)
@@ -268,7 +268,7 @@ paired_timing cuda_do_bench_pair(const timed_side& reference, const timed_side& 
         ker_q[static_cast<size_t>(r)].queue(kernel, r, cache, share(ker.repeat, rounds, r));
     }
   }
-  tell(on_side, "");
+  tell(on_side, code_side::neither);
   c10::cuda::device_synchronize();
   std::vector<std::vector<double>> ref_rounds, ker_rounds;
   for (int64_t r = 0; r < rounds; ++r) {
@@ -298,11 +298,11 @@ paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& 
   for (auto& s : sides) {
     if (s.done)
       continue;
-    tell(on_side, &s == &sides[0] ? "reference" : "kernel");
+    tell(on_side, &s == &sides[0] ? code_side::reference : code_side::kernel);
     for (int64_t i = 0; i < warmup_calls; ++i)
       untimed_call(*s.fn, i);
   }
-  tell(on_side, "");
+  tell(on_side, code_side::neither);
   c10::cuda::device_synchronize();
   auto converged = [&](const state& s) {
     auto n = static_cast<int64_t>(s.all.size());
@@ -367,10 +367,10 @@ paired_timing cuda_synchronized_pair(const timed_side& reference, const timed_si
   };
   int64_t ref_calls = 0;
   if (!cached) {
-    tell(on_side, "reference");
+    tell(on_side, code_side::reference);
     ref_calls = calls_of(reference);
   }
-  tell(on_side, "kernel");
+  tell(on_side, code_side::kernel);
   int64_t ker_calls = calls_of(kernel);
   std::vector<std::vector<double>> ref_rounds(static_cast<size_t>(rounds)), ker_rounds(static_cast<size_t>(rounds));
   for (int64_t r = 0; r < rounds; ++r) {
@@ -378,7 +378,7 @@ paired_timing cuda_synchronized_pair(const timed_side& reference, const timed_si
       bool ref_turn = (turn == 0) == (r % 2 == 0);
       if (ref_turn && cached)
         continue;
-      tell(on_side, ref_turn ? "reference" : "kernel");
+      tell(on_side, ref_turn ? code_side::reference : code_side::kernel);
       auto& side = ref_turn ? reference : kernel;
       int64_t n = share(ref_turn ? ref_calls : ker_calls, rounds, r);
       auto& out = (ref_turn ? ref_rounds : ker_rounds)[static_cast<size_t>(r)];
@@ -462,7 +462,7 @@ void estimate_into(paired_timing& out, const runner_options& opts, bool cached) 
 
 paired_timing time_pair(const timed_side& reference, const timed_side& kernel,
                         const runner_options& opts, const side_timing* cached_reference,
-                        const std::function<void(const char*)>& on_side) {
+                        const std::function<void(code_side)>& on_side) {
   paired_timing out;
   if (opts.device != "cuda") {
     out = cpu_pair(reference, kernel, opts, cached_reference, on_side);
@@ -480,14 +480,14 @@ paired_timing time_pair(const timed_side& reference, const timed_side& kernel,
 
 paired_timing time_pair(const timed_fn& reference, const timed_fn& kernel,
                         const runner_options& opts, const side_timing* cached_reference,
-                        const std::function<void(const char*)>& on_side) {
+                        const std::function<void(code_side)>& on_side) {
   return time_pair(plain(reference), plain(kernel), opts, cached_reference, on_side);
 }
 
 paired_timing time_pair_synchronized(const timed_side& reference, const timed_side& kernel,
                                      const runner_options& opts, int64_t rounds,
                                      const side_timing* cached_reference,
-                                     const std::function<void(const char*)>& on_side) {
+                                     const std::function<void(code_side)>& on_side) {
   rounds = std::max<int64_t>(2, rounds);
   paired_timing out;
   if (opts.device != "cuda") {

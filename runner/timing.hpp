@@ -72,18 +72,18 @@ struct paired_timing {
 /// opts.device, odd rounds with the kernel first. The interval includes the systematic
 /// uncertainty opts.systematic_rel_sd (and a cached reference's drift). With `cached_reference` (the reference's timing from the reference cache) the
 /// reference is not run and only the kernel is timed. Throws what the calls throw.
-/// `on_side` is told "reference" or "kernel" before each side's calls of a round are run or
+/// `on_side` is told reference or kernel before each side's calls of a round are run or
 /// queued, so that a crash or a hang is blamed on the side that had it.
 paired_timing time_pair(const timed_fn& reference, const timed_fn& kernel,
                         const runner_options& opts, const side_timing* cached_reference = nullptr,
-                        const std::function<void(const char*)>& on_side = {});
+                        const std::function<void(code_side)>& on_side = {});
 
 /// The same with each side's preparation and clean-up outside the measured interval. do_bench's
 /// estimate (and so its number of calls) and cpu_bench's budget include them, so that they
 /// cost no more wall time than the budgets allow.
 paired_timing time_pair(const timed_side& reference, const timed_side& kernel,
                         const runner_options& opts, const side_timing* cached_reference = nullptr,
-                        const std::function<void(const char*)>& on_side = {});
+                        const std::function<void(code_side)>& on_side = {});
 
 /// The synchronized timer: every call between two device synchronizations, timed by the host's
 /// clock, so that work on any stream or deferred to later is inside the measurement (and so is
@@ -93,7 +93,7 @@ paired_timing time_pair(const timed_side& reference, const timed_side& kernel,
 paired_timing time_pair_synchronized(const timed_side& reference, const timed_side& kernel,
                                      const runner_options& opts, int64_t rounds,
                                      const side_timing* cached_reference = nullptr,
-                                     const std::function<void(const char*)>& on_side = {});
+                                     const std::function<void(code_side)>& on_side = {});
 
 /// After `fn` ran on the current CUDA stream: waits for that stream, then times a device-wide
 /// synchronization. What that waited for is work the call left elsewhere on the device (another

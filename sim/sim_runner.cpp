@@ -68,7 +68,7 @@ public:
     }
     if (!paired)
       for (size_t i = 0; i < job_.performance_inputs.size(); ++i) {
-        step("performance", i);
+        step(bb::input_kind::performance, i);
         spend(bb::sim::input_seconds(job_.op_name, job_.performance_inputs[i], opts_, true));
         r.performance.push_back(time(job_.performance_inputs[i]));
       }
@@ -96,17 +96,17 @@ private:
     wait_or_exit(fd_, deadline_);
   }
 
-  void step(const char* kind, size_t i) {
+  void step(bb::input_kind kind, size_t i) {
     bb::runner_reply note;
     note.kind = bb::runner_reply_kind::progress;
-    note.text = std::string(kind) + " input " + std::to_string(i + 1);
-    note.input_kind = kind;
+    note.text = std::string(bb::to_string(kind)) + " input " + std::to_string(i + 1);
+    note.input = kind;
     note.input_index = static_cast<uint32_t>(i);
     bb::send_reply(fd_, note);
   }
 
   bb::correctness_record check(const std::string& text, size_t i, bool timed) {
-    step("correctness", i);
+    step(bb::input_kind::correctness, i);
     spend(bb::sim::input_seconds(job_.op_name, text, opts_, timed));
     bb::correctness_record c;
     c.op_name = job_.op_name;

@@ -428,7 +428,7 @@ TEST_CASE("time_pair runs each side's before and after hooks outside the measure
   auto pause = std::chrono::milliseconds(5);
   std::vector<std::string> sides_told;
   auto t = time_pair(logged_side(ref, order, "reference", pause), logged_side(ker, order, "kernel", pause), opts,
-                     nullptr, [&](const char* s) { sides_told.push_back(s); });
+                     nullptr, [&](code_side s) { sides_told.push_back(to_string(s)); });
 
   for (auto* log : {&ref, &ker}) {
     // Each call: before, the call, after, once each, with the same point.

@@ -262,9 +262,9 @@ TEST_CASE("the runner tells which side each step runs, for the evaluator's timeo
                [&](const step& s) { steps.push_back(s); });
   bool reference = false, kernel = false, timing = false;
   for (auto& s : steps) {
-    reference = reference || (s.side == "reference" && s.input_kind == "correctness" && s.input_index == 0);
-    kernel = kernel || s.side == "kernel";
-    timing = timing || (s.side == "reference" && s.text.find("timing the reference") != std::string::npos);
+    reference = reference || (s.side == code_side::reference && s.input == input_kind::correctness && s.input_index == 0);
+    kernel = kernel || s.side == code_side::kernel;
+    timing = timing || (s.side == code_side::reference && s.text.find("timing the reference") != std::string::npos);
   }
   CHECK(reference);
   CHECK(timing);
@@ -300,8 +300,8 @@ TEST_CASE("a bool where the schema wants a Scalar is passed as Python passes it"
 
 TEST_CASE("inputs the evaluator left out are reference errors without running", "[runner]") {
   auto job = aten_job("aten.relu.default", {"((T([8], f32),), {})", "((T([4], f32),), {})"});
-  job.reference_failures.push_back({"correctness", 0, "the reference ran past the call timeout"});
-  job.reference_failures.push_back({"performance", 0, "the reference ran past the call timeout"});
+  job.reference_failures.push_back({input_kind::correctness, 0, "the reference ran past the call timeout"});
+  job.reference_failures.push_back({input_kind::performance, 0, "the reference ran past the call timeout"});
   auto r = evaluate_job(job, quick_options(), [](const step&) {});
   CHECK(r.correctness[0].error_type == "reference_error");
   CHECK(r.correctness[1].is_correct);
