@@ -233,11 +233,14 @@ stream_watch::stream_watch() {
     s.away = 0;
     s.elsewhere.clear();
   }
-  on_ = true;
   if (!set_callbacks(true)) {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    s.elsewhere.push_back("the watch's callbacks could not be turned on");
+    // Not a kernel's doing (none has run yet): the watch is out of use in this process, and
+    // the runner falls back to the pending-work probe.
+    set_callbacks(false);
+    api().why = "CUPTI would not turn on its callbacks";
+    return;
   }
+  on_ = true;
 }
 
 stream_watch::~stream_watch() {
