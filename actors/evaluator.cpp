@@ -63,7 +63,7 @@ std::string ensure_runner(evaluator_state& st) {
     return "";
   bool after_fault = st.jobs > 0;
   std::string why;
-  for (uint32_t i = 0; i < st.cfg.check_attempts; ++i) {
+  for (uint32_t i = 0; i < st.cfg.check_attempts && !new_runners_refused(); ++i) {
     // A start that failed for a passing cause (the machine short of processes or memory a
     // moment ago) is tried again after a pause that grows: 0.25 s, then 0.5 s, ...
     if (i > 0)

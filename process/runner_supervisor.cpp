@@ -1,6 +1,7 @@
 #include "process/runner_supervisor.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -62,8 +63,22 @@ runner_supervisor::~runner_supervisor() {
   stop();
 }
 
+namespace {
+std::atomic<bool> refusing_runners{false};
+} // namespace
+
+void refuse_new_runners() {
+  refusing_runners = true;
+}
+
+bool new_runners_refused() {
+  return refusing_runners;
+}
+
 std::string runner_supervisor::start(const runner_spec& spec, int timeout_ms) {
   stop();
+  if (refusing_runners)
+    return "no new runner: the sweep is stopping";
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     return std::string("socketpair failed: ") + std::strerror(errno);
@@ -100,6 +115,10 @@ std::string runner_supervisor::start(const runner_spec& spec, int timeout_ms) {
   fd_ = sv[0];
   sandboxed_ = started.sandboxed;
   setup_timeout_ms_ = timeout_ms;
+  if (refusing_runners) { // refused while it was being spawned: the halt's kill may have missed it
+    stop();
+    return "no new runner: the sweep is stopping";
+  }
   std::string frame;
   auto st = frames::read_frame(fd_, frame, timeout_ms);
   if (st != frames::read_status::ok) {

@@ -37,6 +37,13 @@ struct runner_spec {
   sandbox_policy sandbox;
 };
 
+/// From now on no runner of this process starts (start() says why): a sweep stopping now
+/// kills its runners, and an evaluator must not start fresh ones behind it.
+void refuse_new_runners();
+
+/// Whether refuse_new_runners() was called.
+bool new_runners_refused();
+
 class runner_supervisor {
 public:
   runner_supervisor() = default;

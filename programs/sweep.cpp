@@ -23,6 +23,7 @@
 #include "messages/errors.hpp"
 #include "messages/runner_protocol.hpp"
 #include "process/proc.hpp"
+#include "process/runner_supervisor.hpp"
 #include "results/resume.hpp"
 #include "suite/ops.hpp"
 
@@ -308,6 +309,7 @@ void sweep::halt() {
   board_->stopping("stopping now: running jobs abandoned, their runners killed");
   spdlog::warn("bbcluster: stopping now: the running jobs are abandoned and their runners killed");
   caf::anon_send(coordinator_, atom::halt_v);
+  refuse_new_runners();
   kill_runners();
 }
 

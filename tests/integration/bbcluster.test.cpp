@@ -123,8 +123,13 @@ TEST_CASE("killing the runner from outside mid-job marks the job crashed", "[int
     runners = children_named(pid, "bbrunner");
   }
   REQUIRE(runners.size() == 1);
-  // Let it take the job and start timing.
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  // Let it take the job (its scratch folder is made when the runner has started and is
+  // handed the job: on a loaded machine a runner can take seconds to start) and start timing.
+  auto scratch = logs + "/scratch/slot0/job1_1";
+  for (int i = 0; i < 600 && !std::filesystem::exists(scratch); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(std::filesystem::exists(scratch));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
   ::kill(runners[0], SIGKILL);
   int status = 0;
   for (int i = 0; i < 600; ++i) {

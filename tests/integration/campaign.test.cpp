@@ -301,7 +301,12 @@ TEST_CASE("a second signal cuts the grace short: the runner is killed, its job l
     runners = bb::test::descendants_named(pid, "bbrunner");
   }
   REQUIRE(runners.size() == 1);
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  // The runner has the job once its scratch folder is made (a loaded machine starts it slowly).
+  auto scratch = dir / "run/scratch/slot0/job1_1";
+  for (int i = 0; i < 600 && !std::filesystem::exists(scratch); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(std::filesystem::exists(scratch));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   auto started = std::chrono::steady_clock::now();
   ::kill(pid, SIGTERM);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));

@@ -555,8 +555,10 @@ TEST_CASE("aten against itself with the exploit checks on times 1.00 on a CPU: n
   opts.exploit_checks = true;
   int threads = at::get_num_threads();
   apply_options(opts);
+  // The median of five: one run that a busy CI machine preempts (a neighbour test's burst
+  // reached 1.16x) moves it little, a bias of either side moves every run.
   std::vector<double> speedups;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 5; ++i) {
     auto r = evaluate_job(aten_job("aten.relu.default", {"((T([1024, 1024], f32),), {})"}), opts,
                           [](const step&) {});
     REQUIRE(r.performance.size() == 1);
@@ -566,9 +568,10 @@ TEST_CASE("aten against itself with the exploit checks on times 1.00 on a CPU: n
   }
   at::set_num_threads(threads);
   std::sort(speedups.begin(), speedups.end());
-  INFO("speedups " << speedups[0] << ", " << speedups[1] << ", " << speedups[2]);
-  CHECK(speedups[1] > 0.87);
-  CHECK(speedups[1] < 1.15);
+  INFO("speedups " << speedups[0] << ", " << speedups[1] << ", " << speedups[2] << ", " << speedups[3] << ", "
+                   << speedups[4]);
+  CHECK(speedups[2] > 0.87);
+  CHECK(speedups[2] < 1.15);
 }
 
 TEST_CASE("aten against itself passes its extra inputs (signed and special values)", "[runner]") {
