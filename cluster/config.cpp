@@ -15,6 +15,7 @@
 
 #include "artefacts/reference_cache.hpp"
 #include "bb_build_config.hpp"
+#include "messages/authoring.hpp"
 #include "messages/errors.hpp"
 #include "suite/args.hpp"
 
@@ -95,6 +96,15 @@ rule choice(std::initializer_list<const char*> options) {
   rule r;
   r.kind = rule::choices;
   for (auto o : options)
+    r.options.push_back(o);
+  return r;
+}
+// The names of a named enum, in its order: the setting takes exactly that closed set.
+template <class E>
+rule choice_of() {
+  rule r;
+  r.kind = rule::choices;
+  for (auto o : enum_names<E>::names)
     r.options.push_back(o);
   return r;
 }

@@ -14,11 +14,6 @@
 
 namespace bb {
 
-/// The kernel language an llm author is asked to write (BackendBench's --dsl, plus cuda).
-/// cutedsl is NVIDIA's CuTe DSL (the nvidia-cutlass-dsl package), helion the Helion DSL; both
-/// are .py kernels like triton and pytorch.
-BB_NAMED_ENUM(kernel_dsl, triton, pytorch, cuda, cutedsl, helion);
-
 /// The language's name as prompts give it: "Triton", "CuTe DSL", ...
 const char* dsl_title(kernel_dsl dsl);
 

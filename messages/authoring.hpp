@@ -11,6 +11,11 @@
 
 namespace bb {
 
+/// The kernel language an llm author is asked to write (BackendBench's --dsl, plus cuda).
+/// cutedsl is NVIDIA's CuTe DSL (the nvidia-cutlass-dsl package), helion the Helion DSL; both
+/// are .py kernels like triton and pytorch.
+BB_NAMED_ENUM(kernel_dsl, triton, pytorch, cuda, cutedsl, helion);
+
 /// What an author is told about one operator.
 struct op_brief {
   /// Full name: aten.relu.default.

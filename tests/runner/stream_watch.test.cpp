@@ -56,12 +56,25 @@ TEST_CASE("the stream watch tells work on the caller's stream from work on any o
     CHECK(r.elsewhere.empty());
   }
   {
-    // Stopped means stopped: a launch after stop() is not counted by the next watch either.
-    stream_watch watch;
-    auto r = watch.stop();
+    // A watch counts its own launches only: one stopped before a launch saw none, and what
+    // a watch saw is not carried into the next.
+    stream_watch before;
+    auto none = before.stop();
     (void)at::relu(x);
-    CHECK(r.launches == 0);
-    CHECK(watch.stop().launches == 0);
+    CHECK(none.launches == 0);
+    stream_watch after;
+    auto side = c10::cuda::getStreamFromPool();
+    {
+      c10::cuda::CUDAStreamGuard guard(side);
+      (void)at::neg(x);
+    }
+    auto r = after.stop();
+    stream_watch next;
+    (void)at::relu(x);
+    auto n = next.stop();
+    CHECK(r.elsewhere.size() == 1);
+    CHECK(n.elsewhere.empty());
+    CHECK(n.launches >= 1);
   }
   synchronize("cuda");
 #else
