@@ -373,9 +373,24 @@ TEST_CASE("report.html in headless Chromium lists every operator and draws the c
                                             + "[progress]\nreports_interval_s = 0\n");
   auto pid = start(dir, sweep_args(dir / "run", dir / "each.toml"));
   REQUIRE(wait_finished(dir / "run/results.jsonl", 2, 120));
-  // Rendered from a copy taken mid-sweep (the original goes on growing).
-  std::filesystem::copy_file(dir / "run/report.html", dir / "mid.html");
+  // Rendered from a copy taken mid-sweep (the original goes on growing). The reporter journals
+  // an operator before it rewrites the page, so the copy is taken once the page's text names
+  // every operator the journal held before it (a copy taken at once can precede that rewrite).
   auto mid_done = bb::test::journal_lines(dir / "run/results.jsonl", "job_finished");
+  auto names_all = [&](const std::string& text) {
+    for (auto& l : mid_done)
+      if (text.find("<td>" + l["op_name"].get<std::string>().substr(5) + "</td>") == std::string::npos)
+        return false;
+    return true;
+  };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    std::filesystem::copy_file(dir / "run/report.html", dir / "mid.html",
+                               std::filesystem::copy_options::overwrite_existing);
+    if (names_all(bb::test::read_file(dir / "mid.html")) || std::chrono::steady_clock::now() > deadline)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   auto mid = render(dir / "mid.html", artefacts + "/report-mid-sweep.png");
   CHECK_THAT(mid, Catch::Contains("Running: "));
   for (auto& l : mid_done) {

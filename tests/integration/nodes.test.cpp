@@ -567,6 +567,21 @@ TEST_CASE("two local nodes given non-default timing, cache and sandbox settings 
   CHECK(a == b);
   CHECK(a["aten.relu.default"] == "ok correct true rounds 3 timer cpu_bench cached false sandbox off checks off");
   // Evaluated on the nodes, not here.
-  for (auto& j : journal_lines(dir / "programs/results.jsonl", "job_finished"))
+  auto remote = journal_lines(dir / "nodes/results.jsonl", "job_finished");
+  REQUIRE(remote.size() == 3);
+  for (auto& j : remote)
     CHECK(j["provenance"]["node"].get<std::string>().rfind("node-", 0) == 0);
+  // A CPU times with cpu_bench whatever the timer: that the nodes took the sweep's timer is
+  // in their logs, with every other key the hello changed.
+  for (auto name : {"node-a", "node-b"}) {
+    auto log = bb::test::read_file(dir / (std::string("nodes/nodes/") + name + "/bbnode.log"));
+    INFO(name << ": " << log);
+    auto at = log.find("the coordinator's settings differ");
+    REQUIRE(at != std::string::npos);
+    auto line = log.substr(at);
+    line = line.substr(0, line.find('\n'));
+    for (auto key : {"timing.timer", "timing.rounds", "timing.cpu_runs", "timing.reference_cache",
+                     "checks.exploits", "evaluator.sandbox", "evaluator.call_timeout_s"})
+      CHECK_THAT(line, Catch::Contains(key));
+  }
 }
