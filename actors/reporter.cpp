@@ -102,6 +102,7 @@ void write_html(reporter_pointer self, run_phase phase) {
   page.kernel_dir = st.cfg.kernel_dir;
   page.reload_s = st.cfg.reload_s;
   page.not_evaluated = st.cfg.not_evaluated;
+  page.conditions = st.cfg.conditions;
   page.resume_command = resume_command_for(st.cfg.log_dir);
   auto path = std::filesystem::path(st.cfg.log_dir) / "report.html";
   auto text = render_report_html(page, utc_now_text());

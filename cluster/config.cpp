@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <toml++/toml.h>
@@ -369,6 +370,54 @@ std::map<std::string, std::string> sweep_settings_of(const settings& s) {
   for (auto& k : setting_list(copy))
     if (k.scope == setting_scope::sweep)
       out[k.key] = k.get();
+  return out;
+}
+
+namespace {
+
+// A value as sweep_settings_of writes it, as a reader sees it: a string without its quotes.
+std::string plain_value(const std::string& toml_text) {
+  if (toml_text.empty() || toml_text.front() != '"')
+    return toml_text;
+  if (auto parsed = parse_value(toml_text))
+    if (auto text = (*parsed)["v"].value<std::string>())
+      return *text;
+  return toml_text;
+}
+
+bool is_runner_key(const std::string& key) {
+  static const std::set<std::string> keys = {
+#define BB_SETTING(KEY, ...)
+#define BB_RUNNER_SETTING(KEY, ...) KEY,
+#include "messages/settings.def"
+#undef BB_SETTING
+#undef BB_RUNNER_SETTING
+  };
+  return keys.count(key) > 0;
+}
+
+} // namespace
+
+std::map<std::string, std::string> sweep_conditions_of(const settings& s) {
+  std::map<std::string, std::string> out;
+  for (auto& [key, value] : sweep_settings_of(s))
+    out[key] = plain_value(value);
+  out["checks.extra_inputs"] = s.timing.extra_inputs ? "on" : "off";
+  return out;
+}
+
+std::map<std::string, std::string> result_settings_of(const runner_options& o, double job_timeout_s,
+                                                      double call_timeout_s) {
+  settings s;
+  s.timing = o;
+  s.job_timeout_s = job_timeout_s;
+  s.call_timeout_s = call_timeout_s;
+  std::map<std::string, std::string> out;
+  for (auto& k : setting_list(s))
+    if (k.scope == setting_scope::sweep
+        && (is_runner_key(k.key) || k.key == "evaluator.job_timeout_s" || k.key == "evaluator.call_timeout_s"))
+      out[k.key] = plain_value(k.get());
+  out["checks.extra_inputs"] = o.extra_inputs ? "on" : "off";
   return out;
 }
 

@@ -63,6 +63,17 @@ caf::error set_setting(settings& s, const std::string& key, const std::string& v
 /// The settings of scope sweep as TOML values by key: what the coordinator sends to nodes.
 std::map<std::string, std::string> sweep_settings_of(const settings& s);
 
+/// The settings of scope sweep as a reader sees them (strings without TOML's quotes), with
+/// checks.extra_inputs resolved ("on" or "off" for the sweep's backend): what a sweep's
+/// results depend on, recorded in sweep.json and stated once in its reports.
+std::map<std::string, std::string> sweep_conditions_of(const settings& s);
+
+/// What one result was measured with, on whichever node, as sweep_conditions_of writes it: the
+/// runner's settings of scope sweep in `o` (timer, budgets, rounds, checks, cache use) and the
+/// slot's job and call timeouts.
+std::map<std::string, std::string> result_settings_of(const runner_options& o, double job_timeout_s,
+                                                      double call_timeout_s);
+
 /// Applies sweep settings a coordinator sent (sweep_settings_of's form) over `s`; a key of
 /// another scope, an unknown key or a bad value is an error naming it, and `s` is then left
 /// as it was.

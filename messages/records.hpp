@@ -222,7 +222,8 @@ inline outcome input_outcome(const performance_record& p) {
 }
 
 // provenance's fields, once: msgpack, CAF's inspect and JSON are made from them.
-#define BB_FIELDS_PROVENANCE node, device, driver, torch_version, artefact_hash, slot, sandbox
+#define BB_FIELDS_PROVENANCE node, device, driver, torch_version, artefact_hash, slot, sandbox, \
+  settings
 /// Where a result was measured.
 struct provenance {
   std::string node;
@@ -235,6 +236,9 @@ struct provenance {
   /// How the runner was sandboxed: "namespaces", "off", or "none: <why>" (evaluator.sandbox =
   /// "auto" where namespaces are not available).
   std::string sandbox;
+  /// The sweep's settings the slot measured this with (cluster/config.hpp, result_settings_of:
+  /// timer, budgets, rounds, checks, reference-cache use, job and call timeouts), by key.
+  std::map<std::string, std::string> settings;
   MSGPACK_DEFINE_MAP(BB_FIELDS_PROVENANCE);
 };
 

@@ -397,28 +397,18 @@ std::map<std::string, op_work> estimate_sweep_work(const suite& work, const sett
 }
 
 std::map<std::string, std::string> sweep_conditions(const settings& s,
-                                                    const std::vector<directory_kernel>& kernels) {
-  std::map<std::string, std::string> out;
-  out["torch version"] = default_toolchain().torch_version;
-  auto gpus = gpu_models();
-  bool cuda = s.device == "cuda" || (s.device == "auto" && count_gpus() > 0);
-  out["device"] = cuda ? "cuda (" + (gpus.empty() ? std::string("unknown GPU") : gpus) + ")" : "cpu";
-  const auto& t = s.timing;
-  out["timing.timer"] = t.timer;
-  out["timing.cpu_warmup"] = std::to_string(t.cpu_warmup);
-  out["timing.cpu_runs"] = std::to_string(t.cpu_runs);
-  out["timing.cpu_max_seconds"] = number(t.cpu_max_seconds);
-  out["timing.gpu_warmup_ms"] = number(t.gpu_warmup_ms);
-  out["timing.gpu_rep_ms"] = number(t.gpu_rep_ms);
-  out["timing.rounds"] = std::to_string(t.rounds);
-  out["timing.systematic_rel_sd"] = number(t.systematic_rel_sd);
-  if (t.timer == "adaptive") {
-    out["timing.adaptive_min_calls"] = std::to_string(t.adaptive_min_calls);
-    out["timing.adaptive_rel_sem"] = number(t.adaptive_rel_sem);
+                                                    const std::vector<directory_kernel>& kernels,
+                                                    bool on_nodes) {
+  auto out = sweep_conditions_of(s);
+  if (on_nodes) {
+    out["torch version"] = "each node's own (every result names its node's)";
+    out["device"] = "each node's own (every result names its node's)";
+  } else {
+    out["torch version"] = default_toolchain().torch_version;
+    auto gpus = gpu_models();
+    bool cuda = s.device == "cuda" || (s.device == "auto" && count_gpus() > 0);
+    out["device"] = cuda ? "cuda (" + (gpus.empty() ? std::string("unknown GPU") : gpus) + ")" : "cpu";
   }
-  out["checks.exploits"] = t.exploit_checks ? "true" : "false";
-  out["checks.suspicious_speedup"] = number(t.suspicious_speedup);
-  out["checks.extra_inputs"] = t.extra_inputs ? "on" : "off";
   for (auto& k : kernels)
     out["kernel " + k.kernel.path] = k.kernel.hash;
   return out;

@@ -160,11 +160,14 @@ generative_backend spawn_generative(caf::actor_system& sys, const generative_pla
 std::map<std::string, op_work> estimate_sweep_work(const suite& work, const settings& s,
                                                    const std::string& device);
 
-/// What this sweep's results depend on beyond its flags, as kept in sweep.json: the torch
-/// version, the device (GPU models, or cpu), the timer settings, each directory kernel's
-/// SHA-256, and the checks against reward hacking.
+/// What this sweep's results depend on beyond its flags, as kept in sweep.json: every setting
+/// of scope sweep (sweep_conditions_of: timing, checks, timeouts, sandbox, limits), each
+/// directory kernel's SHA-256, and where it runs: this machine's torch version and device (GPU
+/// models, or cpu), or for a sweep over nodes (`on_nodes`) a word that each result names its
+/// node's (provenance).
 std::map<std::string, std::string> sweep_conditions(const settings& s,
-                                                    const std::vector<directory_kernel>& kernels);
+                                                    const std::vector<directory_kernel>& kernels,
+                                                    bool on_nodes);
 
 /// A resumed sweep's conditions against those it was started under: "" when they match or
 /// `anyway` (the differences are then logged), else the refusal naming each difference.

@@ -119,11 +119,11 @@ int prepare_sweep(const CLI::App& app, const program::flags& given, const std::v
     if (read_sweep_record(out.run_dir, record).empty())
       out.command = recorded_command(record);
   }
-  auto conditions = program::sweep_conditions(out.s, out.kernels);
-  // The reports state these and whether reference times came from the cache (not a condition
-  // a resume must match: the cache holds what the same conditions measured).
-  out.conditions = conditions;
-  out.conditions["timing.reference_cache"] = out.s.timing.reference_cache ? "on" : "off";
+  // The reports state these, whether reference times came from the cache among them; a resume
+  // must match all but that one (the cache holds what the same conditions measured).
+  out.conditions = program::sweep_conditions(out.s, out.kernels, !f.nodes.empty() || f.launcher == "slurm");
+  auto conditions = out.conditions;
+  conditions.erase("timing.reference_cache");
   if (!f.resume.empty()) {
     if (auto err = program::check_resumed_conditions(out.run_dir, conditions, f.resume_anyway); !err.empty())
       return fail(err);

@@ -36,6 +36,9 @@ struct report_page {
   std::string resume_command;
   /// Selected operators the backend does not implement, with why: named under the scores.
   std::map<std::string, std::string> not_evaluated;
+  /// What every operator was evaluated with (sweep.json's conditions): stated once, under
+  /// the operators.
+  std::map<std::string, std::string> conditions;
 };
 
 /// A speedup and its 95% interval: the geometric mean of an operator's per-input speedups

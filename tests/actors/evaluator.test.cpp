@@ -21,7 +21,7 @@ eval_job smoke_job(uint64_t id) {
   job.job_id = id;
   job.attempt = 1;
   job.op_name = op.op_name;
-  job.kernel = {bb::kernel_kind::aten, "", "", "aten", "", ""};
+  job.kernel = {bb::kernel_kind::aten, "", "", "aten", "", "", ""};
   job.correctness_inputs = op.correctness;
   job.performance_inputs = {"((T([16], f32),), {})"};
   return job;

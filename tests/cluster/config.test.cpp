@@ -342,20 +342,13 @@ TEST_CASE("a number out of range names the file, line, column and key", "[cluste
 
 TEST_CASE("every number key refuses NaN, infinities and 1e308", "[cluster]") {
   test::temp_dir dir;
-  settings defaults;
   size_t numbers = 0;
-  std::string all;
-  for (auto [section, key] : std::vector<std::pair<std::string, std::string>>{
-         {"run", "p"}, {"run", "grace_s"}, {"evaluator", "job_timeout_s"},
-         {"evaluator", "start_timeout_s"}, {"evaluator", "call_timeout_s"},
-         {"evaluator", "memory_limit_gb"}, {"timing", "gpu_warmup_ms"}, {"timing", "gpu_rep_ms"},
-         {"timing", "systematic_rel_sd"}, {"timing", "adaptive_rel_sem"},
-         {"timing", "cpu_max_seconds"}, {"checks", "suspicious_speedup"},
-         {"compile", "timeout_s"}, {"compile", "memory_limit_gb"}, {"nodes", "heartbeat_s"},
-         {"nodes", "silence_s"}, {"llm", "timeout_s"}, {"llm", "backoff_s"},
-         {"llm", "max_backoff_s"}, {"llm", "temperature"}, {"kernel_agent", "timeout_s"},
-         {"kernel_agent", "backoff_s"}, {"scheduler", "shards_per_slot"},
-         {"progress", "interval_s"}, {"progress", "reports_interval_s"}}) {
+  // Every number key of the list, none left out by hand.
+  for (auto& d : setting_docs()) {
+    if (d.type != "number")
+      continue;
+    auto dot = d.key.find('.');
+    auto section = d.key.substr(0, dot), key = d.key.substr(dot + 1);
     for (auto value : {"nan", "inf", "-inf", "1e308", "-1e308"}) {
       auto line = key + " = " + value;
       INFO(section << "." << line);
@@ -367,20 +360,55 @@ TEST_CASE("every number key refuses NaN, infinities and 1e308", "[cluster]") {
     }
     ++numbers;
   }
-  CHECK(numbers == 25);
+  CHECK(numbers >= 26);
   // Integers too large for any sensible count.
-  for (auto [section, key] : std::vector<std::pair<std::string, std::string>>{
-         {"evaluator", "devices"}, {"evaluator", "max_attempts"}, {"evaluator", "cpu_threads"},
-         {"timing", "rounds"}, {"timing", "cpu_runs"}, {"compile", "workers"},
-         {"generate", "attempts"}, {"generate", "authors"}, {"llm", "max_tokens"},
-         {"kernel_agent", "workers"}, {"evaluator", "sandbox_max_open_files"}}) {
+  for (auto& d : setting_docs()) {
+    if (d.type != "integer")
+      continue;
+    auto dot = d.key.find('.');
+    auto section = d.key.substr(0, dot), key = d.key.substr(dot + 1);
     INFO(section << "." << key);
     test::write_file(dir / "i.toml", "[" + section + "]\n" + key + " = 9223372036854775807\n");
     settings s;
     auto err = describe(load_settings(dir / "i.toml", s));
     CHECK_THAT(err, Catch::StartsWith(dir / "i.toml:2:1: " + section + "." + key
-                                      + " must be an integer in ["));
+                                      + " must be an integer"));
     CHECK_THAT(err, Catch::EndsWith("not 9223372036854775807"));
+  }
+}
+
+TEST_CASE("a sweep's conditions are every sweep setting, as a reader writes it", "[cluster]") {
+  settings s;
+  s.timing.timer = "adaptive";
+  s.timing.rounds = 3;
+  s.call_timeout_s = 45;
+  s.sandbox = "off";
+  s.timing.extra_inputs = true;
+  auto conditions = sweep_conditions_of(s);
+  for (auto& [key, value] : sweep_settings_of(s)) {
+    INFO(key);
+    CHECK(conditions.count(key) == 1);
+  }
+  CHECK(conditions.size() == sweep_settings_of(s).size());
+  CHECK(conditions["timing.timer"] == "adaptive");
+  CHECK(conditions["timing.rounds"] == "3");
+  CHECK(conditions["evaluator.call_timeout_s"] == "45.0");
+  CHECK(conditions["evaluator.sandbox"] == "off");
+  // Resolved for the backend, not the file's "auto".
+  CHECK(conditions["checks.extra_inputs"] == "on");
+  // What a result carries: the runner's sweep settings and the slot's timeouts, alike written.
+  auto measured = result_settings_of(runner_options_of(s), 600, 45);
+  CHECK(measured["timing.timer"] == "adaptive");
+  CHECK(measured["timing.rounds"] == "3");
+  CHECK(measured["timing.reference_cache"] == "true");
+  CHECK(measured["checks.exploits"] == "true");
+  CHECK(measured["checks.extra_inputs"] == "on");
+  CHECK(measured["evaluator.call_timeout_s"] == "45.0");
+  CHECK(measured["evaluator.job_timeout_s"] == "600.0");
+  CHECK(measured.count("evaluator.sandbox") == 0);
+  for (auto& [key, value] : measured) {
+    INFO(key);
+    CHECK(conditions[key] == value);
   }
 }
 

@@ -558,13 +558,22 @@ TEST_CASE("two local nodes given non-default timing, cache and sandbox settings 
         + " cached " + p["reference_cached"].dump() + " sandbox "
         + j["provenance"]["sandbox"].get<std::string>() + " checks "
         + (j["phases"].contains("check_timed") ? "on" : "off");
+      // What the slot says it measured with, key by key.
+      for (auto& [key, value] : j["provenance"]["settings"].items())
+        out[j["op_name"].get<std::string>() + " " + key] = value.get<std::string>();
     }
     return out;
   };
   auto a = records("local");
   auto b = records("nodes");
-  REQUIRE(a.size() == 3);
+  REQUIRE(a.size() > 3 * 10);
   CHECK(a == b);
+  CHECK(a["aten.relu.default timing.timer"] == "adaptive");
+  CHECK(a["aten.relu.default timing.rounds"] == "3");
+  CHECK(a["aten.relu.default timing.cpu_runs"] == "4");
+  CHECK(a["aten.relu.default timing.reference_cache"] == "false");
+  CHECK(a["aten.relu.default checks.exploits"] == "false");
+  CHECK(a["aten.relu.default evaluator.call_timeout_s"] == "45.0");
   CHECK(a["aten.relu.default"] == "ok correct true rounds 3 timer cpu_bench cached false sandbox off checks off");
   // Evaluated on the nodes, not here.
   auto remote = journal_lines(dir / "nodes/results.jsonl", "job_finished");

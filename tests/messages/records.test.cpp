@@ -46,6 +46,9 @@ std::enable_if_t<is_named_enum<E>> perturb(E& x) {
 void perturb(std::map<std::string, double>& x) {
   x["a phase"] += 1.5;
 }
+void perturb(std::map<std::string, std::string>& x) {
+  x["a setting"] += "changed";
+}
 void perturb(artefact& x);
 void perturb(input_failure& x);
 void perturb(cached_reference& x);

@@ -84,6 +84,14 @@ TEST_CASE("report.html holds every operator, the scores, the chart and no outsid
              Catch::Contains("1 selected operators were not evaluated, the backend does not implement "
                              "them: hardtanh.default (FlagGems 5.0.2 lacks it)"));
   page.not_evaluated.clear();
+  // The sweep's settings, once, when the sweep has them.
+  CHECK_THAT(html, !Catch::Contains("id=\"settings\""));
+  page.conditions = {{"timing.timer", "adaptive"}, {"evaluator.sandbox", "<off>"}};
+  auto with_settings = render_report_html(page, "now");
+  CHECK(count(with_settings, "id=\"settings\"") == 1);
+  CHECK_THAT(with_settings, Catch::Contains("<tr><td>timing.timer</td><td>adaptive</td></tr>"));
+  CHECK_THAT(with_settings, Catch::Contains("<td>&lt;off&gt;</td>"));
+  page.conditions.clear();
   page.phase = run_phase::finished;
   CHECK_THAT(render_report_html(page, "now"), !Catch::Contains("location.reload()"));
   page.phase = run_phase::stopped;

@@ -15,7 +15,7 @@ inline bb::eval_job aten_job(const std::string& op, std::vector<std::string> inp
   job.job_id = 1;
   job.attempt = 1;
   job.op_name = op;
-  job.kernel = {bb::kernel_kind::aten, "", "", "aten", "", ""};
+  job.kernel = {bb::kernel_kind::aten, "", "", "aten", "", "", ""};
   job.correctness_inputs = inputs;
   job.performance_inputs = inputs;
   return job;

@@ -167,7 +167,7 @@ TEST_CASE("evaluate_job runs the aten smoke job with cpu_bench timing", "[runner
   job.job_id = 1;
   job.attempt = 1;
   job.op_name = "aten.relu.default";
-  job.kernel = {bb::kernel_kind::aten, "", "", "aten", "", ""};
+  job.kernel = {bb::kernel_kind::aten, "", "", "aten", "", "", ""};
   job.correctness_inputs = {"((T([2], f32),), {})"};
   job.performance_inputs = {"((T([64, 64], f32),), {})"};
   runner_options opts;
@@ -192,7 +192,7 @@ TEST_CASE("evaluate_job runs the aten smoke job with cpu_bench timing", "[runner
 TEST_CASE("an input the reference rejects is a reference_error, not a crash", "[runner]") {
   eval_job job;
   job.op_name = "aten.mm.default";
-  job.kernel = {bb::kernel_kind::aten, "", "", "aten", "", ""};
+  job.kernel = {bb::kernel_kind::aten, "", "", "aten", "", "", ""};
   job.correctness_inputs = {"((T([2, 3], f32), T([4, 5], f32),), {})"};
   auto r = evaluate_job(job, runner_options{}, [](const step&) {});
   REQUIRE(r.correctness.size() == 1);
