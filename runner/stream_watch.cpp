@@ -1,6 +1,8 @@
 #include "runner/stream_watch.hpp"
 
 #ifdef BB_WITH_CUPTI
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
@@ -135,13 +137,34 @@ watch_state& state() {
 
 constexpr size_t max_described = 4;
 
+// Each watch's number: a thread's count of runtime calls in progress holds for one watch only.
+std::atomic<uint64_t> watch_number{0};
+
+// The runtime calls in progress on this thread, during watch `watch`: a runtime launch makes
+// its driver call within it, the same launch, counted once (at the runtime's entry).
+struct runtime_calls {
+  uint64_t watch = 0;
+  int depth = 0;
+};
+thread_local runtime_calls in_runtime;
+
 void CUPTIAPI on_call(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
   auto* info = static_cast<const CUpti_CallbackData*>(data);
-  if (info->callbackSite != CUPTI_API_ENTER)
-    return;
   for (const auto& w : watched_calls) {
     if (w.domain != domain || w.id != id)
       continue;
+    auto now = watch_number.load(std::memory_order_relaxed);
+    if (in_runtime.watch != now)
+      in_runtime = {now, 0};
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+      if (info->callbackSite != CUPTI_API_ENTER) {
+        in_runtime.depth = std::max(0, in_runtime.depth - 1);
+        return;
+      }
+      ++in_runtime.depth;
+    } else if (info->callbackSite != CUPTI_API_ENTER || in_runtime.depth > 0) {
+      return;
+    }
     auto stream = canonical(w.stream(info->functionParams), w.per_thread);
     auto& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -229,6 +252,7 @@ stream_watch::stream_watch() {
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.timed = canonical(c10::cuda::getCurrentCUDAStream().stream(), false);
+    watch_number.fetch_add(1, std::memory_order_relaxed);
     s.launches = 0;
     s.away = 0;
     s.elsewhere.clear();
