@@ -62,7 +62,7 @@ double direct_seconds(size_t jobs, const std::string& dir) {
     job.job_id = i + 1;
     job.attempt = 1;
     job.op_name = suite.ops[i].op_name;
-    job.kernel = {bb::kernel_kind::aten, "", "", "aten", "", ""};
+    job.kernel = {bb::kernel_kind::aten, "", "", "aten", "", "", ""};
     job.correctness_inputs = suite.ops[i].correctness;
     job.performance_inputs = suite.ops[i].performance;
     runner.evaluate(job, 60000, 60000);

@@ -415,7 +415,8 @@ std::map<std::string, std::string> result_settings_of(const runner_options& o, d
   std::map<std::string, std::string> out;
   for (auto& k : setting_list(s))
     if (k.scope == setting_scope::sweep
-        && (is_runner_key(k.key) || k.key == "evaluator.job_timeout_s" || k.key == "evaluator.call_timeout_s"))
+        && (is_runner_key(k.key) || std::string(k.key) == "evaluator.job_timeout_s"
+            || std::string(k.key) == "evaluator.call_timeout_s"))
       out[k.key] = plain_value(k.get());
   out["checks.extra_inputs"] = o.extra_inputs ? "on" : "off";
   return out;

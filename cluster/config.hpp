@@ -13,6 +13,7 @@
 
 #include "messages/runner_protocol.hpp"
 #include "messages/settings.hpp"
+#include "messages/wire.hpp"
 
 namespace bb {
 

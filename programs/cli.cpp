@@ -374,12 +374,6 @@ std::string gpu_models() {
   return out;
 }
 
-std::string number(double x) {
-  std::ostringstream out;
-  out << x;
-  return out.str();
-}
-
 } // namespace
 
 std::map<std::string, op_work> estimate_sweep_work(const suite& work, const settings& s,

@@ -190,6 +190,7 @@ std::string open_cluster(caf::actor_system& sys, const cluster_request& req, clu
     rcfg.heartbeat_s = req.s.heartbeat_s;
     rcfg.silence_s = req.s.node_silence_s;
     rcfg.connect_timeout_s = req.s.node_connect_timeout_s;
+    rcfg.max_message_mb = req.s.max_message_mb;
     rcfg.settings = sweep_settings_of(req.s);
     auto link = std::make_unique<remote_node>(sys, rcfg);
     auto slots = link->connect();

@@ -105,7 +105,7 @@ int check_slots(caf::actor_system& sys, const local_node& node) {
     job.job_id = slot + 1;
     job.attempt = 1;
     job.op_name = smoke.op_name;
-    job.kernel = {kernel_kind::aten, "", "", "aten", "", ""};
+    job.kernel = {kernel_kind::aten, "", "", "aten", "", "", ""};
     job.correctness_inputs = smoke.correctness;
     self->request(node.evaluators[slot], std::chrono::seconds(120), atom::evaluate_v, job)
       .receive(
@@ -185,6 +185,7 @@ int serve_coordinators(caf::actor_system& sys, local_node& node, const node_opti
   ncfg.secret_key = setup.node_keys.secret_key;
   ncfg.coordinator_key = setup.coordinator_key.public_key;
   ncfg.evaluate_timeout_s = evaluate_timeout_s(setup.s);
+  ncfg.max_message_mb = setup.s.max_message_mb;
   // Tell whoever started us where we listen, once bound.
   ncfg.on_bound = [&](const std::string& endpoint) {
     std::cout << "bbnode: listening on " << endpoint << std::endl;

@@ -3,9 +3,11 @@
 #include <map>
 
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <vector>
 
 #include <caf/event_based_actor.hpp>
@@ -60,31 +62,6 @@ void send(zmq::socket_t& router, const std::string& to, const wire_message& msg)
   router.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
 }
 
-// One ZAP request (RFC 27): accept the CURVE client whose key is `allowed`, refuse others.
-void answer_zap(zmq::socket_t& zap, const std::string& allowed) {
-  std::vector<zmq::message_t> frames;
-  for (;;) {
-    zmq::message_t part;
-    if (!zap.recv(part, zmq::recv_flags::dontwait))
-      break;
-    bool more = part.more();
-    frames.push_back(std::move(part));
-    if (!more)
-      break;
-  }
-  if (frames.size() < 6)
-    return;
-  bool ok = frames.size() >= 7 && frames[5].to_string() == "CURVE" && frames[6].to_string() == allowed;
-  if (!ok)
-    spdlog::warn("node_server: refused a peer whose key is not the coordinator's");
-  zap.send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
-  zap.send(frames[1], zmq::send_flags::sndmore);
-  zap.send(zmq::buffer(std::string(ok ? "200" : "400")), zmq::send_flags::sndmore);
-  zap.send(zmq::buffer(std::string(ok ? "OK" : "not the coordinator's key")), zmq::send_flags::sndmore);
-  zap.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
-  zap.send(zmq::str_buffer(""));
-}
-
 wire_message reply(node_message kind) {
   wire_message m;
   m.kind = kind;
@@ -126,6 +103,18 @@ public:
       router_.set(zmq::sockopt::curve_secretkey, cfg_.secret_key);
       router_.set(zmq::sockopt::zap_domain, "bbcluster");
     }
+    // What never reaches the socket as a message (a failed handshake, a connection dropped
+    // for a frame over the limit) its monitor tells, for the log.
+    std::ostringstream name;
+    name << "inproc://bb-node-monitor-" << this;
+    if (zmq_socket_monitor(router_.handle(), name.str().c_str(),
+                           ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                             | ZMQ_EVENT_DISCONNECTED)
+        == 0) {
+      monitor_.set(zmq::sockopt::linger, 0);
+      monitor_.connect(name.str());
+      monitoring_ = true;
+    }
     try {
       router_.bind(cfg_.endpoint);
     } catch (const zmq::error_t& e) {
@@ -144,11 +133,15 @@ public:
   void serve_round() {
     zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
                                {wakeups_.handle(), 0, ZMQ_POLLIN, 0},
-                               {curve_ ? zap_.handle() : nullptr, 0, static_cast<short>(curve_ ? ZMQ_POLLIN : 0), 0}};
+                               {curve_ ? zap_.handle() : nullptr, 0, static_cast<short>(curve_ ? ZMQ_POLLIN : 0), 0},
+                               {monitoring_ ? monitor_.handle() : nullptr, 0,
+                                static_cast<short>(monitoring_ ? ZMQ_POLLIN : 0), 0}};
     if (!poll_some(items, 200))
       return;
     if (curve_ && (items[2].revents & ZMQ_POLLIN))
-      answer_zap(zap_, allowed_);
+      answer_zap();
+    if (monitoring_ && (items[3].revents & ZMQ_POLLIN))
+      log_connection_events();
     if (items[1].revents & ZMQ_POLLIN)
       drain(wakeups_);
     send_finished();
@@ -180,21 +173,97 @@ private:
     }
   }
 
-  // Refuses a peer and says so in the log, once a minute per peer and reason: a peer that
-  // keeps sending cannot flood the log, and a person watching sees every kind of refusal.
-  void refuse(const std::string& to, std::string why) {
-    auto key = to + '\n' + why.substr(0, why.find(':'));
+  // Whether a line about `key` (a peer and a reason) is due: once a minute each, so that a
+  // peer that keeps sending cannot flood the log, and a person watching sees every kind.
+  bool log_due(const std::string& key) {
     auto now = clock::now();
     auto it = logged_.find(key);
-    if (it == logged_.end() || now - it->second > std::chrono::seconds(60)) {
-      logged_[key] = now;
-      if (logged_.size() > 4096)
-        logged_.clear();
+    if (it != logged_.end() && now - it->second <= std::chrono::seconds(60))
+      return false;
+    if (logged_.size() >= 4096)
+      logged_.clear();
+    logged_[key] = now;
+    return true;
+  }
+
+  // Refuses a peer and says so in the log (log_due).
+  void refuse(const std::string& to, std::string why) {
+    if (log_due(to + '\n' + why.substr(0, why.find(':'))))
       spdlog::warn("node_server: refused peer {}: {}", peer_name(to), why);
-    }
     auto r = reply(node_message::refuse);
     r.text = std::move(why);
     send(router_, to, r);
+  }
+
+  // One ZAP request (RFC 27): accepts the CURVE client whose key is the coordinator's, refuses
+  // others, naming the refused key and where it came from (log_due).
+  void answer_zap() {
+    std::vector<zmq::message_t> frames;
+    for (;;) {
+      zmq::message_t part;
+      if (!zap_.recv(part, zmq::recv_flags::dontwait))
+        break;
+      bool more = part.more();
+      frames.push_back(std::move(part));
+      if (!more)
+        break;
+    }
+    if (frames.size() < 6)
+      return;
+    bool ok = frames.size() >= 7 && frames[5].to_string() == "CURVE" && frames[6].to_string() == allowed_;
+    if (!ok) {
+      auto address = frames[3].to_string();
+      std::string key = "(none)";
+      if (frames.size() >= 7 && frames[6].size() == 32) {
+        char z85[41] = {};
+        if (zmq_z85_encode(z85, static_cast<const uint8_t*>(frames[6].data()), 32))
+          key = z85;
+      }
+      if (log_due("zap\n" + address + "\n" + key))
+        spdlog::warn("node_server: refused a peer whose key is not the coordinator's: public key {} from "
+                     "{} (this node takes only the coordinator.pub of its --keys folder)", key, address);
+    }
+    zap_.send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
+    zap_.send(frames[1], zmq::send_flags::sndmore);
+    zap_.send(zmq::buffer(std::string(ok ? "200" : "400")), zmq::send_flags::sndmore);
+    zap_.send(zmq::buffer(std::string(ok ? "OK" : "not the coordinator's key")), zmq::send_flags::sndmore);
+    zap_.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+    zap_.send(zmq::str_buffer(""));
+  }
+
+  // The router's monitor: handshakes that failed and connections that ended, each kind in
+  // the log once a minute (log_due). ZeroMQ drops a frame over the size limit unread and
+  // ends its connection; the event does not say which peer, nor why it ended.
+  void log_connection_events() {
+    for (;;) {
+      zmq::message_t head, address;
+      if (!monitor_.recv(head, zmq::recv_flags::dontwait))
+        return;
+      if (head.more())
+        (void)monitor_.recv(address);
+      if (head.size() < 6)
+        continue;
+      uint16_t event = 0;
+      uint32_t value = 0;
+      std::memcpy(&event, head.data(), sizeof(event));
+      std::memcpy(&value, static_cast<const char*>(head.data()) + 2, sizeof(value));
+      if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC) {
+        if (log_due("handshake crypto"))
+          spdlog::warn("node_server: a peer failed the CURVE handshake: it does not hold this node's "
+                       "public key (a coordinator whose nodes.keys folder has another node.pub)");
+      } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+        if (log_due("handshake protocol"))
+          spdlog::warn("node_server: a peer broke ZeroMQ's protocol in its handshake (error {:#x}){}", value,
+                       curve_ ? "" : "; a coordinator with CURVE keys, where this node runs without");
+      } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+        if (log_due("handshake failed"))
+          spdlog::warn("node_server: a peer's handshake failed: {}", std::strerror(static_cast<int>(value)));
+      } else if (event == ZMQ_EVENT_DISCONNECTED) {
+        if (log_due("disconnected"))
+          spdlog::info("node_server: a peer's connection ended: it closed it, or sent a frame over {} MiB "
+                       "(nodes.max_message_mb), dropped unread", cfg_.max_message_mb);
+      }
+    }
   }
 
   // A routing id as text (ZeroMQ makes them binary): the first bytes in hex.
@@ -226,7 +295,6 @@ private:
     if (msg.protocol != protocol_version) {
       auto why = "this node speaks protocol " + std::to_string(protocol_version) + ", not "
                  + std::to_string(msg.protocol) + ": use the same bbcluster version on both sides";
-      spdlog::warn("node_server: refused a peer: {}", why);
       refuse(from, why);
       return;
     }
@@ -332,6 +400,8 @@ private:
   zmq::socket_t zap_;
   zmq::socket_t router_;
   zmq::socket_t wakeups_;
+  zmq::socket_t monitor_{ctx_, zmq::socket_type::pair};
+  bool monitoring_ = false;
   bool curve_ = false;
   std::string allowed_;
   std::shared_ptr<finished_queue> done_;

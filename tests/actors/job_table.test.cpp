@@ -22,8 +22,8 @@ TEST_CASE("jobs wait for their artefact, then run longest expected work first", 
   auto a = t.add({"aten.a.default", {"x"}, {"y"}});
   auto b = t.add({"aten.b.default", {}, {}});
   CHECK_FALSE(t.next());
-  t.set_artefact(b, {bb::kernel_kind::aten, "", "", "aten", "", ""});
-  t.set_artefact(a, {bb::kernel_kind::aten, "", "", "aten", "", ""});
+  t.set_artefact(b, {bb::kernel_kind::aten, "", "", "aten", "", "", ""});
+  t.set_artefact(a, {bb::kernel_kind::aten, "", "", "aten", "", "", ""});
   auto first = t.next();
   REQUIRE(first);
   CHECK(first->job_id == a);
@@ -49,7 +49,7 @@ TEST_CASE("jobs wait for their artefact, then run longest expected work first", 
 TEST_CASE("a runner fault is retried until the attempt bound, keeping the count", "[actors]") {
   job_table t(2);
   auto id = t.add({"aten.a.default", {}, {}});
-  t.set_artefact(id, {bb::kernel_kind::aten, "", "", "aten", "", ""});
+  t.set_artefact(id, {bb::kernel_kind::aten, "", "", "aten", "", "", ""});
   auto j1 = *t.next();
   CHECK(t.finish(ended(j1, outcome::crashed)) == job_table::verdict::retry);
   CHECK(t.state_of(id) == job_table::state::queued);
@@ -63,7 +63,7 @@ TEST_CASE("a runner fault is retried until the attempt bound, keeping the count"
 TEST_CASE("kernel verdicts are terminal at once and stale results change nothing", "[actors]") {
   job_table t(3);
   auto id = t.add({"aten.a.default", {}, {}});
-  t.set_artefact(id, {bb::kernel_kind::aten, "", "", "aten", "", ""});
+  t.set_artefact(id, {bb::kernel_kind::aten, "", "", "aten", "", "", ""});
   auto j = *t.next();
   auto late = ended(j, outcome::crashed);
   CHECK(t.finish(ended(j, outcome::ok)) == job_table::verdict::terminal);
@@ -79,7 +79,7 @@ TEST_CASE("abandon ends queued and waiting jobs exactly once", "[actors]") {
   job_table t(2);
   auto a = t.add({"aten.a.default", {}, {}});
   auto b = t.add({"aten.b.default", {}, {}});
-  t.set_artefact(a, {bb::kernel_kind::aten, "", "", "aten", "", ""});
+  t.set_artefact(a, {bb::kernel_kind::aten, "", "", "aten", "", "", ""});
   CHECK(t.unfinished() == std::vector<uint64_t>{a, b});
   t.abandon(a);
   t.abandon(b);
@@ -92,7 +92,7 @@ TEST_CASE("abandon ends queued and waiting jobs exactly once", "[actors]") {
 TEST_CASE("a revised job evaluates its next version with fresh fault bounds", "[actors]") {
   job_table t(2);
   auto id = t.add({"aten.a.default", {"x"}, {}});
-  t.set_artefact(id, {bb::kernel_kind::py, "v1.py", "", "h1", "", ""});
+  t.set_artefact(id, {bb::kernel_kind::py, "v1.py", "", "h1", "", "", ""});
   auto v1 = *t.next();
   CHECK(t.finish(ended(v1, outcome::crashed)) == job_table::verdict::retry);
   auto v1b = *t.next();
@@ -101,7 +101,7 @@ TEST_CASE("a revised job evaluates its next version with fresh fault bounds", "[
   CHECK(t.revise(id) == 2);
   CHECK(t.state_of(id) == job_table::state::generating);
   CHECK_FALSE(t.next());
-  t.set_artefact(id, {bb::kernel_kind::py, "v2.py", "", "h2", "", ""});
+  t.set_artefact(id, {bb::kernel_kind::py, "v2.py", "", "h2", "", "", ""});
   auto v2 = *t.next();
   CHECK(v2.kernel.path == "v2.py");
   CHECK(v2.attempt == 3); // attempts name dispatches; a late v1 result is stale
@@ -149,7 +149,7 @@ TEST_CASE("a sharded operator: a job per shard, its version terminal once every 
           "merged in input order", "[actors]") {
   job_table t(2);
   auto id = t.add({"aten.a.default", numbered(10), numbered(10)}, 1, plan_of(10, 4.0));
-  t.set_artefact(id, {bb::kernel_kind::aten, "", "", "aten", "", ""});
+  t.set_artefact(id, {bb::kernel_kind::aten, "", "", "aten", "", "", ""});
   CHECK(t.queued() == 3); // 10 s in shards of at most about 4 s
   CHECK(t.sharded(id));
   std::vector<eval_job> jobs;
@@ -186,8 +186,8 @@ TEST_CASE("a shard longer than the queue's share per slot is cut at dispatch, lo
   t.split_at_dispatch(true);
   auto big = t.add({"aten.a.default", numbered(8), numbered(8)}, 1, plan_of(8, 0.0));
   auto small = t.add({"aten.b.default", numbered(2), numbered(2)}, 1, plan_of(2, 0.0));
-  t.set_artefact(small, {bb::kernel_kind::aten, "", "", "aten", "", ""});
-  t.set_artefact(big, {bb::kernel_kind::aten, "", "", "aten", "", ""});
+  t.set_artefact(small, {bb::kernel_kind::aten, "", "", "aten", "", "", ""});
+  t.set_artefact(big, {bb::kernel_kind::aten, "", "", "aten", "", "", ""});
   // 10 s queued over 2 slots: the 8 s operator goes out as its first 5 inputs.
   auto first = t.next(2);
   REQUIRE(first);
@@ -220,7 +220,7 @@ TEST_CASE("a shard longer than the queue's share per slot is cut at dispatch, lo
 TEST_CASE("each shard has its own fault bounds, and a revised version runs every shard again", "[actors]") {
   job_table t(2);
   auto id = t.add({"aten.a.default", numbered(4), numbered(4)}, 1, plan_of(4, 2.0));
-  t.set_artefact(id, {bb::kernel_kind::py, "v1.py", "", "h1", "", ""});
+  t.set_artefact(id, {bb::kernel_kind::py, "v1.py", "", "h1", "", "", ""});
   auto a = *t.next();
   auto b = *t.next();
   CHECK(t.finish(ended(a, outcome::crashed)) == job_table::verdict::retry);
@@ -236,7 +236,7 @@ TEST_CASE("each shard has its own fault bounds, and a revised version runs every
   CHECK(merged.outcome == outcome::crashed);
   CHECK(t.revise(id) == 2);
   CHECK_FALSE(t.next());
-  t.set_artefact(id, {bb::kernel_kind::py, "v2.py", "", "h2", "", ""});
+  t.set_artefact(id, {bb::kernel_kind::py, "v2.py", "", "h2", "", "", ""});
   std::vector<eval_job> v2;
   while (auto j = t.next())
     v2.push_back(*j);

@@ -256,6 +256,17 @@ TEST_CASE("a stray hello mid-sweep is refused as busy and the sweep finishes on 
   big.connect(endpoint);
   std::string huge(size_t{65} << 20, 'x');
   big.send(zmq::buffer(huge));
+  // The node ends that connection unread and its log says so, while the sweep's coordinator
+  // (whose own connection ends only with the sweep) is still on.
+  bool dropped = false;
+  for (int i = 0; i < 100 && !dropped; ++i) {
+    dropped = bb::test::read_file(dir / "node.log").find("a peer's connection ended: it closed it, or sent a "
+                                                         "frame over 64 MiB") != std::string::npos;
+    if (!dropped)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(dropped);
+  CHECK(bb::test::journal_lines(dir / "run/results.jsonl", "job_finished").size() < 4);
   // The sweep's own coordinator keeps the node and finishes every operator there.
   auto rc = wait_exit(sweep, 180);
   INFO(bb::test::read_file(dir / "sweep.out"));
@@ -343,6 +354,9 @@ TEST_CASE("CURVE: a node with keys serves the coordinator's key and nobody else'
   INFO(wrong);
   CHECK(wrong.find("the node's key in nodes.keys is not this node's") != std::string::npos);
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+  // The node says so too, from its router's monitor.
+  CHECK(bb::test::read_file(dir / "node.log").find("a peer failed the CURVE handshake: it does not hold "
+                                                    "this node's public key") != std::string::npos);
   // A client that knows the node's key but is not the coordinator: refused by the node, which
   // logs it, and the coordinator says that its key is not accepted.
   std::filesystem::create_directories(dir / "mixed");
@@ -352,8 +366,14 @@ TEST_CASE("CURVE: a node with keys serves the coordinator's key and nobody else'
   auto mixed = bb::test::read_file(dir / "mixed.out");
   INFO(mixed);
   CHECK(mixed.find("the node does not accept this coordinator's key") != std::string::npos);
-  CHECK(bb::test::read_file(dir / "node.log").find("refused a peer whose key is not the coordinator's")
-        != std::string::npos);
+  // The node names the key it refused.
+  auto other_pub = bb::test::read_file(dir / "other/coordinator.pub");
+  auto key_at = other_pub.find("public-key: ");
+  REQUIRE(key_at != std::string::npos);
+  auto other_key = other_pub.substr(key_at + 12, 40);
+  auto refused_at = bb::test::read_file(dir / "node.log").find("refused a peer whose key is not the coordinator's: "
+                                                               "public key " + other_key);
+  CHECK(refused_at != std::string::npos);
   // No keys at all: nothing either.
   CHECK(sweep("", "none") == 2);
   ::kill(node, SIGTERM);
