@@ -12,6 +12,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
+#include <zmq.hpp>
 
 #include "transport/node_server.hpp"
 #include "transport/remote_node.hpp"
@@ -189,4 +190,69 @@ TEST_CASE("a node applies the sweep settings its coordinator sends, or is refuse
     return std::string();
   }) == "");
   CHECK(tries == 3);
+}
+
+TEST_CASE("a link loses a node that welcomed it and then only refuses", "[transport]") {
+  caf::actor_system_config cfg;
+  cfg.add_message_types<caf::id_block::bb>();
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  // A node that welcomes the first hello, then refuses everything: pings, and hellos again.
+  zmq::context_t ctx;
+  zmq::socket_t router(ctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  router.bind("tcp://127.0.0.1:0");
+  auto endpoint = router.get(zmq::sockopt::last_endpoint);
+  std::atomic<bool> serving{true};
+  std::atomic<int> refused{0};
+  std::thread node([&] {
+    bool welcomed = false;
+    while (serving) {
+      zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}};
+      if (zmq::poll(items, 1, std::chrono::milliseconds(50)) <= 0)
+        continue;
+      zmq::message_t id, payload;
+      if (!router.recv(id) || !router.recv(payload))
+        continue;
+      auto msg = unpack<wire_message>(payload.to_string());
+      wire_message answer;
+      if (msg.kind == node_message::hello && !welcomed) {
+        welcomed = true;
+        answer.kind = node_message::welcome;
+        answer.node.name = "n1";
+        answer.node.slots = 1;
+        answer.node.device = "cpu";
+        answer.settings = msg.settings;
+      } else {
+        answer.kind = node_message::refuse;
+        answer.text = "say hello first";
+        ++refused;
+      }
+      router.send(id, zmq::send_flags::sndmore);
+      router.send(zmq::buffer(pack(answer)));
+    }
+  });
+  remote_node_config rcfg;
+  rcfg.endpoint = endpoint;
+  rcfg.name = "n1";
+  rcfg.heartbeat_s = 0.1;
+  rcfg.silence_s = 1;
+  rcfg.connect_timeout_s = 10;
+  {
+    remote_node link(sys, rcfg);
+    auto slots = link.connect();
+    REQUIRE(slots);
+    REQUIRE(slots->size() == 1);
+    // Its refusals are no heartbeat: past silence_s the node is lost and its slot quits.
+    self->monitor(slots->front());
+    bool lost = false;
+    auto started = std::chrono::steady_clock::now();
+    self->receive([&](caf::down_msg&) { lost = true; }, caf::after(std::chrono::seconds(10)) >> [] {});
+    CHECK(lost);
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+    CHECK(refused > 3);
+    link.stop();
+  }
+  serving = false;
+  node.join();
 }
