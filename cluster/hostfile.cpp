@@ -9,6 +9,8 @@
 #include <sstream>
 #include <utility>
 
+#include "messages/printable.hpp"
+
 namespace bb {
 
 namespace {
@@ -167,7 +169,7 @@ hostfile parse_hostfile(const std::string& text, const std::string& origin, uint
     auto e = parse_line(toks, why);
     auto where = origin + ":" + std::to_string(line_no) + ": ";
     if (!why.empty()) {
-      out.errors.push_back(where + why);
+      out.errors.push_back(printable(where + why));
       continue;
     }
     e.line = line_no;
@@ -176,8 +178,8 @@ hostfile parse_hostfile(const std::string& text, const std::string& origin, uint
       first.emplace(std::make_pair(lowercase(e.host), port), std::make_pair(line_no, e.host));
     if (!fresh) {
       auto& [first_line, first_host] = it->second;
-      out.errors.push_back(where + toks[0] + " is the same node as line " + std::to_string(first_line) + " ("
-                           + first_host + ", port " + std::to_string(port) + ")");
+      out.errors.push_back(printable(where + toks[0] + " is the same node as line " + std::to_string(first_line)
+                                     + " (" + first_host + ", port " + std::to_string(port) + ")"));
       continue;
     }
     out.hosts.push_back(std::move(e));

@@ -118,9 +118,13 @@ std::string open_cluster(caf::actor_system& sys, const cluster_request& req, clu
     hosts = load_hostfile(req.hostfile, static_cast<uint16_t>(req.s.node_port));
   }
   if (!hosts.errors.empty()) {
+    // A few lines say what is wrong; thousands (a binary file) would bury everything else.
+    constexpr size_t shown = 5;
     std::string all;
-    for (auto& e : hosts.errors)
-      all += (all.empty() ? "" : "\n") + e;
+    for (size_t i = 0; i < hosts.errors.size() && i < shown; ++i)
+      all += (all.empty() ? "" : "\n") + hosts.errors[i];
+    if (hosts.errors.size() > shown)
+      all += "\n... and " + std::to_string(hosts.errors.size() - shown) + " more lines that are not hosts";
     return all;
   }
   if (hosts.hosts.empty())

@@ -12,6 +12,8 @@
 
 #include "suite/suite.hpp"
 
+#include "messages/printable.hpp"
+
 namespace bb::traces {
 
 /// What loading found besides the suite.
@@ -82,9 +84,8 @@ private:
 /// order) or a .jsonl.
 load_report load(const std::string& path, row_filter filter = {});
 
-/// `text` safe to print on a terminal: every byte that is not printable ASCII or part of a
-/// valid UTF-8 sequence (control characters, escape, stray high bytes) as \xNN.
-std::string printable(const std::string& text);
+/// messages/printable.hpp's, for the loader's errors.
+using bb::printable;
 
 /// A line of JSON as Python's json module writes it, with its bare NaN, Infinity and
 /// -Infinity (outside strings) made null, so a strict parser reads it.

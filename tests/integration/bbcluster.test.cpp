@@ -327,8 +327,11 @@ TEST_CASE("input that selects no operator exits 2 saying why", "[integration]") 
 TEST_CASE("binary junk as --data exits 2, its bytes escaped, a few lines and a count",
           "[integration]") {
   bb::test::temp_dir dir;
-  // A program's first 40 KiB: ELF headers, escape bytes, NULs, a few hundred "lines".
-  auto program = bb::test::read_file(BB_BIN_DIR "/bbnode").substr(0, 40960);
+  // 40 KiB of binary junk, alike on every machine: every byte value (escape and NUL among
+  // them) in a scrambled order, a newline every 97 bytes (about 400 "lines").
+  std::string program(40960, '\0');
+  for (size_t i = 0; i < program.size(); ++i)
+    program[i] = i % 97 == 96 ? '\n' : static_cast<char>((i * 167 + (i >> 8)) & 0xff);
   bb::test::write_file(dir / "junk.txt", program);
   auto lines = static_cast<size_t>(std::count(program.begin(), program.end(), '\n'));
   REQUIRE(lines > 20);
@@ -344,6 +347,19 @@ TEST_CASE("binary junk as --data exits 2, its bytes escaped, a few lines and a c
   CHECK(junk.err.find("\\x00") != std::string::npos); // escaped, not dropped
   CHECK(std::count(junk.err.begin(), junk.err.end(), '\n') <= 10);
   CHECK(junk.err.find("more lines that do not parse") != std::string::npos);
+  // The same junk as a hostfile: refused before any node starts, alike escaped and cut short.
+  auto hosts = run(dir, bbcluster + " --suite smoke --nodes " + dir / "junk.txt" + " --launcher local --log-dir "
+                          + dir / "hosts-run");
+  INFO(hosts.err.substr(0, 2000));
+  CHECK(hosts.status == 2);
+  control = 0;
+  for (char c : hosts.err)
+    control += static_cast<unsigned char>(c) < 0x20 && c != '\n';
+  CHECK(control == 0);
+  CHECK(hosts.err.find("junk.txt:1: ") != std::string::npos);
+  CHECK(hosts.err.find("\\x00") != std::string::npos);
+  CHECK(std::count(hosts.err.begin(), hosts.err.end(), '\n') <= 10);
+  CHECK(hosts.err.find("more lines that are not hosts") != std::string::npos);
 }
 
 TEST_CASE("a sweep whose run folder fills up ends non-zero naming the files not written",
