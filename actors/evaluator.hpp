@@ -11,6 +11,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "artefacts/reference_cache.hpp"
+#include "cluster/config.hpp"
 #include "process/runner_supervisor.hpp"
 #include "messages/types.hpp"
 
@@ -29,10 +30,10 @@ struct evaluator_config {
   std::string node = "local";
   /// Folder for runner logs (kernel stdout and stderr); must exist or be creatable.
   std::string log_dir;
-  double job_timeout_s = 600.0;
+  double job_timeout_s = default_settings().job_timeout_s;
   /// Bound on one call of kernel or reference code (between two progress frames).
-  double call_timeout_s = 120.0;
-  double start_timeout_s = 60.0;
+  double call_timeout_s = default_settings().call_timeout_s;
+  double start_timeout_s = default_settings().start_timeout_s;
   /// Limit of a runner's private memory in bytes (0: none).
   uint64_t memory_limit_bytes = 0;
   /// Fresh runners that fail the device check in a row before the slot is taken out of

@@ -29,6 +29,13 @@ struct settings {
   runner_options timing;
 };
 
+/// Every setting at its default (messages/settings.def), for the structs that take some of
+/// them (a slot's timeouts, KernelAgent's workers) so that they state no default of their own.
+inline const settings& default_settings() {
+  static const settings defaults;
+  return defaults;
+}
+
 /// Who reads a setting (messages/settings.def, SCOPE).
 enum class setting_scope { coordinator, node, sweep };
 

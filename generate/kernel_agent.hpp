@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 
+#include "cluster/config.hpp"
 #include "messages/authoring.hpp"
 
 namespace bb {
@@ -19,14 +20,14 @@ struct kernel_agent_config {
   std::string python;
   /// The adapter script; empty: bbcluster_kernel_agent.py beside the program.
   std::string adapter;
-  uint32_t workers = 4;
-  uint32_t max_rounds = 10;
+  uint32_t workers = static_cast<uint32_t>(default_settings().ka_workers);
+  uint32_t max_rounds = static_cast<uint32_t>(default_settings().ka_max_rounds);
   /// One agent run for one operator.
-  double timeout_s = 3600.0;
+  double timeout_s = default_settings().ka_timeout_s;
   /// Retries after a crashed or hung agent (so max_retries + 1 runs); a configuration error
   /// (no provider for the model) is final.
-  uint32_t max_retries = 2;
-  double backoff_s = 10.0;
+  uint32_t max_retries = static_cast<uint32_t>(default_settings().ka_max_retries);
+  double backoff_s = default_settings().ka_backoff_s;
   /// KernelAgent's model_name (--llm-model); "": $OPENAI_MODEL, else KernelAgent's default.
   std::string model;
   /// The provider KernelAgent must use (--llm-provider): "relay", "openai" or "anthropic";

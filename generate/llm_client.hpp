@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/config.hpp"
 #include "generate/generation.hpp"
 #include "generate/http.hpp"
 #include "messages/authoring.hpp"
@@ -21,20 +22,20 @@ namespace bb {
 
 struct llm_config {
   /// "openai" (chat completions) or "anthropic" (messages).
-  std::string provider = "openai";
+  std::string provider = default_settings().llm_provider;
   /// Without the endpoint: https://api.openai.com/v1, http://127.0.0.1:8000/v1, ...
   std::string base_url;
   std::string model;
   /// From OPENAI_API_KEY or ANTHROPIC_API_KEY; may be empty for local servers.
   std::string api_key;
   kernel_dsl dsl = kernel_dsl::triton;
-  double request_timeout_s = 600.0;
+  double request_timeout_s = default_settings().llm_timeout_s;
   /// Retries after a 429, a 5xx or a transport failure (so max_retries + 1 tries).
-  uint32_t max_retries = 5;
-  double backoff_s = 2.0;
-  double max_backoff_s = 120.0;
-  uint32_t max_tokens = 8192;
-  double temperature = 0.2;
+  uint32_t max_retries = static_cast<uint32_t>(default_settings().llm_max_retries);
+  double backoff_s = default_settings().llm_backoff_s;
+  double max_backoff_s = default_settings().llm_max_backoff_s;
+  uint32_t max_tokens = static_cast<uint32_t>(default_settings().llm_max_tokens);
+  double temperature = default_settings().llm_temperature;
 };
 
 /// The default base URL of a provider.

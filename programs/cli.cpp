@@ -41,7 +41,8 @@ void add_flags(CLI::App& app, flags& f) {
                  "the model server's base URL, e.g. http://127.0.0.1:8000/v1 (default: "
                  "$OPENAI_BASE_URL or the provider's API)");
   app.add_option("--dsl,--llm-dsl", f.llm_dsl, "kernel language asked of the model (default triton)")
-    ->check(CLI::IsMember({"triton", "pytorch", "cuda", "cutedsl", "helion"}));
+    ->check(CLI::IsMember(std::vector<std::string>(enum_names<kernel_dsl>::names,
+                                                   enum_names<kernel_dsl>::names + enum_names<kernel_dsl>::count)));
   app.add_option("--kernel-agent-workers", f.ka_workers, "KernelAgent workers")
     ->check(CLI::PositiveNumber);
   app.add_option("--kernel-agent-max-rounds", f.ka_max_rounds, "KernelAgent rounds per worker")

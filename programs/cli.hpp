@@ -33,7 +33,10 @@ struct flags {
   std::string suite = "smoke", backend = "aten", ops, llm_model, ops_directory, log_dir;
   std::string data, nodes, config, resume, log_level, launcher = "none";
   std::string llm_provider, llm_base_url, llm_dsl, ka_python;
-  int64_t topn = 0, llm_attempts = 5, ka_workers = 4, ka_max_rounds = 10, devices = 0;
+  int64_t topn = 0, devices = 0;
+  // Taken only when given (the settings' own defaults otherwise); shown in --help.
+  int64_t llm_attempts = default_settings().attempts, ka_workers = default_settings().ka_workers,
+          ka_max_rounds = default_settings().ka_max_rounds;
   double p = 1.0;
   bool disable_output_logs = false;
   bool list = false;
