@@ -18,6 +18,7 @@
 #include "bb_build_config.hpp"
 #include "messages/authoring.hpp"
 #include "messages/errors.hpp"
+#include "messages/printable.hpp"
 #include "suite/args.hpp"
 
 namespace bb {
@@ -464,7 +465,7 @@ caf::error load_settings(const std::string& path, settings& out) {
   } catch (const toml::parse_error& e) {
     return make_error(errc::bad_config, path + ":" + std::to_string(e.source().begin.line) + ":"
                                           + std::to_string(e.source().begin.column) + ": "
-                                          + std::string(e.description()));
+                                          + printable(std::string(e.description())));
   }
   auto where = [&](const toml::source_region& r) {
     return path + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column) + ": ";

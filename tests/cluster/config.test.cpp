@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <string>
@@ -70,6 +71,12 @@ TEST_CASE("bad TOML names the line", "[cluster]") {
   auto err = load_settings(dir / "d.toml", s);
   REQUIRE(err);
   CHECK(describe(err).rfind(dir / "d.toml:2:", 0) == 0);
+  // A file that is not text: what the parser quotes of it reaches the terminal escaped.
+  test::write_file(dir / "e.toml", std::string("[run]\n\x1b[2J\x01 = 1\n"));
+  auto esc = describe(load_settings(dir / "e.toml", s));
+  INFO(esc);
+  CHECK(esc.rfind(dir / "e.toml:2:", 0) == 0);
+  CHECK(std::none_of(esc.begin(), esc.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; }));
 }
 
 TEST_CASE("the shipped default.toml is the one messages/settings.def makes, and loads", "[cluster]") {
