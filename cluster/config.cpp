@@ -18,8 +18,8 @@
 #include "bb_build_config.hpp"
 #include "messages/authoring.hpp"
 #include "messages/errors.hpp"
-#include "messages/printable.hpp"
 #include "suite/args.hpp"
+#include "suite/printable.hpp"
 
 namespace bb {
 
@@ -403,7 +403,9 @@ std::map<std::string, std::string> sweep_conditions_of(const settings& s) {
   std::map<std::string, std::string> out;
   for (auto& [key, value] : sweep_settings_of(s))
     out[key] = plain_value(value);
-  out["checks.extra_inputs"] = s.timing.extra_inputs ? "on" : "off";
+  // What a result records of these, alike (checks.extra_inputs resolved for the backend).
+  for (auto& [key, value] : result_settings_of(s.timing, s.job_timeout_s, s.call_timeout_s))
+    out[key] = value;
   return out;
 }
 

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <utility>
 
-#include "messages/printable.hpp"
+#include "suite/printable.hpp"
 
 namespace bb {
 

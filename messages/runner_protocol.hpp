@@ -114,8 +114,9 @@ struct runner_reply {
   eval_result result;
   /// For "schemas": the schema of each requested op, in order; empty when this torch lacks it.
   std::vector<std::string> schemas;
-  /// For "progress": the step sets the runner up (loading a kernel, starting Python) and is
-  /// bounded by the start timeout rather than the call timeout.
+  /// For "progress": the step sets the runner up (loading a kernel, starting Python) or is
+  /// bbrunner's own work on an input (building it, checking results), and is bounded by the
+  /// start timeout rather than the call timeout.
   bool setup = false;
   /// For "progress": whose code the step runs ("reference", "kernel", or "" for neither or
   /// both), and the input it is about ("correctness" or "performance", and its index). A step

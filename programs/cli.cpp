@@ -92,8 +92,9 @@ void add_flags(CLI::App& app, flags& f) {
                  "--set evaluator.sandbox=off), after --config and the other flags; repeatable");
   app.add_flag("--quiet", f.quiet, "no progress block or progress lines (log lines stay)");
   app.add_flag("--resume-anyway", f.resume_anyway,
-               "with --resume: go on although the torch version, device, timer settings, checks "
-               "or kernel files changed since the sweep started");
+               "with --resume: go on although the torch version, device, a setting of scope sweep "
+               "(timing, checks, timeouts, sandbox, limits) or a kernel file changed since the sweep "
+               "started");
   add_backendbench_flags(app, f);
 }
 
@@ -416,7 +417,7 @@ std::string check_resumed_conditions(const std::string& run_dir,
     return err;
   if (record.conditions.empty())
     return ""; // recorded before conditions were kept
-  auto changed = changed_conditions(record.conditions, now);
+  auto changed = changed_conditions(record.conditions, now, record.format);
   if (changed.empty())
     return "";
   std::string list;

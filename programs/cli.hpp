@@ -163,6 +163,12 @@ generative_backend spawn_generative(caf::actor_system& sys, const generative_pla
 std::map<std::string, op_work> estimate_sweep_work(const suite& work, const settings& s,
                                                    const std::string& device);
 
+/// Whether the sweep runs on nodes (--nodes, or bbnode on every node of a Slurm allocation)
+/// rather than on this process's own slots.
+inline bool runs_on_nodes(const flags& f) {
+  return !f.nodes.empty() || f.launcher == "slurm";
+}
+
 /// What this sweep's results depend on beyond its flags, as kept in sweep.json: every setting
 /// of scope sweep (sweep_conditions_of: timing, checks, timeouts, sandbox, limits), each
 /// directory kernel's SHA-256, and where it runs: this machine's torch version and device (GPU

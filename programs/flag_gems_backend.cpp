@@ -32,7 +32,7 @@ std::string read_text(const std::string& path) {
 std::string attach_flag_gems(flags& f, const settings& s, const sweep_plan& plan) {
   if (f.backend != "flag_gems")
     return "";
-  bool local_slots = f.nodes.empty() && f.launcher != "slurm";
+  bool local_slots = !runs_on_nodes(f);
   if (local_slots && count_gpus() == 0 && !f.list)
     return "--backend flag_gems runs FlagGems' Triton kernels, which need a CUDA device; this "
            "machine has no GPU, so its evaluator slots are CPU slots. Run it on a GPU machine or "

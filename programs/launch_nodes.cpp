@@ -124,7 +124,7 @@ std::string open_cluster(caf::actor_system& sys, const cluster_request& req, clu
     for (size_t i = 0; i < hosts.errors.size() && i < shown; ++i)
       all += (all.empty() ? "" : "\n") + hosts.errors[i];
     if (hosts.errors.size() > shown)
-      all += "\n... and " + std::to_string(hosts.errors.size() - shown) + " more lines that are not hosts";
+      all += "\n... and " + std::to_string(hosts.errors.size() - shown) + " more errors";
     return all;
   }
   if (hosts.hosts.empty())

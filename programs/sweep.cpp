@@ -121,7 +121,7 @@ int prepare_sweep(const CLI::App& app, const program::flags& given, const std::v
   }
   // The reports state these, whether reference times came from the cache among them; a resume
   // must match all but that one (the cache holds what the same conditions measured).
-  out.conditions = program::sweep_conditions(out.s, out.kernels, !f.nodes.empty() || f.launcher == "slurm");
+  out.conditions = program::sweep_conditions(out.s, out.kernels, program::runs_on_nodes(f));
   auto conditions = out.conditions;
   conditions.erase("timing.reference_cache");
   if (!f.resume.empty()) {
@@ -235,7 +235,7 @@ std::string sweep::start_evaluators() {
   auto& f = setup_.f;
   // This process's own node, or the slots of the nodes of --nodes (which build their own
   // kernels).
-  if (f.nodes.empty() && f.launcher != "slurm") {
+  if (!program::runs_on_nodes(f)) {
     if (auto refusal = sandbox_refusal(setup_.s); !refusal.empty())
       return refusal;
     local_ = spawn_local_node(*sys_, setup_.s, "local", setup_.scratch);

@@ -370,8 +370,8 @@ std::string render_report_html(const report_page& page, const std::string& writt
   out += "<h2>Operators</h2>\n" + operator_table(rows, page) + "\n";
   out += version_history(page);
   if (!page.conditions.empty()) {
-    out += "<h2>Settings</h2>\n<p class=\"note\">Every operator, on every node, was evaluated with "
-           "these.</p>\n<table id=\"settings\"><thead><tr><th>setting</th><th>value</th></tr></thead><tbody>\n";
+    out += "<h2>Settings</h2>\n<p class=\"note\">What the sweep was started with, on every node "
+           "(each operator's own are in its record's provenance).</p>\n<table id=\"settings\"><thead><tr><th>setting</th><th>value</th></tr></thead><tbody>\n";
     for (auto& [key, value] : page.conditions)
       out += "<tr><td>" + html_escape(key) + "</td><td>" + html_escape(value) + "</td></tr>\n";
     out += "</tbody></table>\n";

@@ -231,7 +231,8 @@ std::string overall_summary(const std::string& command, const std::map<std::stri
   std::string out = "# BackendBench Run Summary\n\n## Command\n```bash\n" + command + "\n```\n\n";
   if (!status.conditions.empty()) {
     // Once per sweep: what every figure below was measured with, on every node alike.
-    out += "## Settings\n\nEvery operator, on every node, was evaluated with these.\n\n| Setting | Value |\n|---------|-------|\n";
+    out += "## Settings\n\nWhat the sweep was started with, on every node (each operator's own are in its "
+           "record's provenance).\n\n| Setting | Value |\n|---------|-------|\n";
     for (auto& [key, value] : status.conditions)
       out += "| " + key + " | " + value + " |\n";
     out += "\n";

@@ -1,6 +1,7 @@
 #include "results/resume.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -64,12 +65,38 @@ std::vector<std::string> resume_args(const sweep_record& r, const std::string& r
   return out;
 }
 
+namespace {
+
+// Whether two condition values say the same: equal text, or the same number.
+bool same_value(const std::string& a, const std::string& b) {
+  if (a == b)
+    return true;
+  auto number = [](const std::string& text, double& out) {
+    char* end = nullptr;
+    out = std::strtod(text.c_str(), &end);
+    return !text.empty() && end == text.c_str() + text.size();
+  };
+  double x = 0, y = 0;
+  return number(a, x) && number(b, y) && x == y;
+}
+
+} // namespace
+
 std::vector<std::string> changed_conditions(const std::map<std::string, std::string>& then,
-                                            const std::map<std::string, std::string>& now) {
+                                            const std::map<std::string, std::string>& now,
+                                            int then_format) {
   std::vector<std::string> out;
   auto shown = [](const std::map<std::string, std::string>& m, const std::string& key) {
     auto it = m.find(key);
     return it == m.end() ? std::string("(none)") : it->second;
+  };
+  // What format 1 could not have said the same way.
+  auto unrecorded = [&](const std::string& key) {
+    if (then_format >= 2)
+      return false;
+    if ((key == "device" || key == "torch version") && shown(now, key).rfind("each node's own", 0) == 0)
+      return true;
+    return then.count(key) == 0 && key.rfind("kernel ", 0) != 0;
   };
   std::set<std::string> keys;
   for (auto& [k, v] : then)
@@ -77,7 +104,7 @@ std::vector<std::string> changed_conditions(const std::map<std::string, std::str
   for (auto& [k, v] : now)
     keys.insert(k);
   for (auto& k : keys)
-    if (shown(then, k) != shown(now, k))
+    if (!unrecorded(k) && !same_value(shown(then, k), shown(now, k)))
       out.push_back(k + ": " + shown(then, k) + " then, " + shown(now, k) + " now");
   return out;
 }

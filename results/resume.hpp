@@ -23,14 +23,19 @@ struct sweep_record {
   /// What its results depend on beyond the flags, by name: "torch version", "device",
   /// "timing.cpu_runs", "kernel aten.relu.default" (a kernel file's SHA-256), ...
   std::map<std::string, std::string> conditions;
-  /// The file's format; 1 since conditions were kept.
-  int format = 1;
+  /// The file's format: 1 since conditions were kept; 2 since they are every setting of
+  /// scope sweep, with "each node's own" device and torch over nodes.
+  int format = 2;
 };
 
-/// The differences between the conditions a sweep was started under and those of now, one
-/// line each ("torch version: 2.11.0 then, 2.12.0 now"); empty when they match.
+/// The differences between the conditions a sweep was started under (in sweep.json's format
+/// `then_format`) and those of now, one line each ("torch version: 2.11.0 then, 2.12.0 now");
+/// empty when they match. Numbers compare by value (5 and 5.0 are one). Against format 1, a
+/// setting it did not record is not a change, nor is the device or torch over nodes, which it
+/// recorded as the coordinator's.
 std::vector<std::string> changed_conditions(const std::map<std::string, std::string>& then,
-                                            const std::map<std::string, std::string>& now);
+                                            const std::map<std::string, std::string>& now,
+                                            int then_format = sweep_record{}.format);
 
 /// `program` and `args` as one shell command line, each word quoted where a shell needs it.
 std::string shell_command(const std::string& program, const std::vector<std::string>& args);

@@ -292,9 +292,12 @@ built_call tensors_of(const prepared_input& in) {
   return c;
 }
 
-void tell(op_context& ctx, std::string text, code_side side, input_kind kind, size_t index) {
+void tell(op_context& ctx, std::string text, code_side side, input_kind kind, size_t index, bool own = false) {
   step s;
   s.text = std::move(text);
+  // bbrunner's own work on the input's data (building it, checking results): bounded by the
+  // start timeout rather than a call's (a loaded machine comparing 100 MB is no hung kernel).
+  s.setup = own;
   // With the aten backend the kernel is the reference: whatever it does is the reference's.
   s.side = side == code_side::kernel && ctx.job.kernel.kind == kernel_kind::aten ? code_side::reference : side;
   s.input = kind;
@@ -307,7 +310,7 @@ input_state& input(op_context& ctx, const std::string& text, const std::string& 
   auto& st = ctx.inputs[text];
   if (st.call || st.build_error.failed())
     return st;
-  tell(ctx, label + ": building inputs", code_side::neither, kind, index);
+  tell(ctx, label + ": building inputs", code_side::neither, kind, index, true);
   if (is_opinfo_sample(text)) {
     // An OpInfo sample: rebuilt in the embedded Python from its description and seed.
     if (auto failure = ctx.phases.time("build_inputs", [&] {
@@ -563,7 +566,7 @@ void check(op_context& ctx, input_state& st, const std::string& label, input_kin
     st.run_error = e;
     return;
   }
-  tell(ctx, label + ": checking", code_side::neither, kind, index);
+  tell(ctx, label + ": checking", code_side::neither, kind, index, true);
   auto honesty = ctx.phases.time("honesty", [&] {
     return own("checking the kernel's honesty", [&] {
       auto mutated = beyond_reference(changed_inputs(*st.call, in, schema, ctx.impl.takes_call_args()),

@@ -16,7 +16,8 @@ namespace bb::runner {
 /// timeout restarts on each, and a step that runs past it is blamed on `side`.
 struct step {
   std::string text;
-  /// Sets the runner up (loading a kernel, starting Python): bounded by the start timeout.
+  /// Sets the runner up (loading a kernel, starting Python) or is bbrunner's own work on an
+  /// input (building it, checking results): bounded by the start timeout, at least.
   bool setup = false;
   code_side side = code_side::neither;
   /// The input's list and index, when the step is about an input.

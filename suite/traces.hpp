@@ -12,7 +12,7 @@
 
 #include "suite/suite.hpp"
 
-#include "messages/printable.hpp"
+#include "suite/printable.hpp"
 
 namespace bb::traces {
 
@@ -84,7 +84,7 @@ private:
 /// order) or a .jsonl.
 load_report load(const std::string& path, row_filter filter = {});
 
-/// messages/printable.hpp's, for the loader's errors.
+/// suite/printable.hpp's, for the loader's errors.
 using bb::printable;
 
 /// A line of JSON as Python's json module writes it, with its bare NaN, Infinity and

@@ -105,16 +105,9 @@ public:
     }
     // What never reaches the socket as a message (a failed handshake, a connection dropped
     // for a frame over the limit) its monitor tells, for the log.
-    std::ostringstream name;
-    name << "inproc://bb-node-monitor-" << this;
-    if (zmq_socket_monitor(router_.handle(), name.str().c_str(),
-                           ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
-                             | ZMQ_EVENT_DISCONNECTED)
-        == 0) {
-      monitor_.set(zmq::sockopt::linger, 0);
-      monitor_.connect(name.str());
-      monitoring_ = true;
-    }
+    monitoring_ = start_monitor(router_, monitor_, this,
+                                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                                  | ZMQ_EVENT_DISCONNECTED);
     try {
       router_.bind(cfg_.endpoint);
     } catch (const zmq::error_t& e) {
@@ -235,33 +228,27 @@ private:
   // the log once a minute (log_due). ZeroMQ drops a frame over the size limit unread and
   // ends its connection; the event does not say which peer, nor why it ended.
   void log_connection_events() {
-    for (;;) {
-      zmq::message_t head, address;
-      if (!monitor_.recv(head, zmq::recv_flags::dontwait))
-        return;
-      if (head.more())
-        (void)monitor_.recv(address);
-      if (head.size() < 6)
-        continue;
-      uint16_t event = 0;
-      uint32_t value = 0;
-      std::memcpy(&event, head.data(), sizeof(event));
-      std::memcpy(&value, static_cast<const char*>(head.data()) + 2, sizeof(value));
-      if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC) {
+    while (auto e = next_monitor_event(monitor_)) {
+      if (e->event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && e->value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC) {
         if (log_due("handshake crypto"))
           spdlog::warn("node_server: a peer failed the CURVE handshake: it does not hold this node's "
                        "public key (a coordinator whose nodes.keys folder has another node.pub)");
-      } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+      } else if (e->event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                 && e->value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
+        if (log_due("handshake mechanism"))
+          spdlog::warn("node_server: a peer's security does not match this node's: {}",
+                       curve_ ? "this node has CURVE keys (--keys) and the peer has none (nodes.keys)"
+                              : "the peer has CURVE keys (nodes.keys) and this node runs without (--keys)");
+      } else if (e->event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
         if (log_due("handshake protocol"))
-          spdlog::warn("node_server: a peer broke ZeroMQ's protocol in its handshake (error {:#x}){}", value,
-                       curve_ ? "" : "; a coordinator with CURVE keys, where this node runs without");
-      } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+          spdlog::warn("node_server: a peer broke ZeroMQ's protocol in its handshake (error {:#x})", e->value);
+      } else if (e->event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
         if (log_due("handshake failed"))
-          spdlog::warn("node_server: a peer's handshake failed: {}", std::strerror(static_cast<int>(value)));
-      } else if (event == ZMQ_EVENT_DISCONNECTED) {
+          spdlog::warn("node_server: a peer's handshake failed: {}", std::strerror(static_cast<int>(e->value)));
+      } else if (e->event == ZMQ_EVENT_DISCONNECTED) {
         if (log_due("disconnected"))
-          spdlog::info("node_server: a peer's connection ended: it closed it, or sent a frame over {} MiB "
-                       "(nodes.max_message_mb), dropped unread", cfg_.max_message_mb);
+          spdlog::info("node_server: a connection ended (a peer leaving, a failed handshake, or a frame "
+                       "over {} MiB, nodes.max_message_mb, dropped unread)", cfg_.max_message_mb);
       }
     }
   }

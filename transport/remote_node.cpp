@@ -221,34 +221,19 @@ private:
     }
     if (!cfg_.node_key.empty()) {
       // CURVE failures never reach the socket as messages: its monitor says what went wrong.
-      std::ostringstream name;
-      name << "inproc://bb-link-monitor-" << this;
-      if (zmq_socket_monitor(dealer_.handle(), name.str().c_str(),
-                             ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
-                               | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
-                               | ZMQ_EVENT_DISCONNECTED)
-          == 0) {
-        monitor_.set(zmq::sockopt::linger, 0);
-        monitor_.connect(name.str());
-        monitoring_ = true;
-      }
+      monitoring_ = start_monitor(dealer_, monitor_, this,
+                                  ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                                    | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                                    | ZMQ_EVENT_DISCONNECTED);
     }
     dealer_.connect(cfg_.endpoint);
   }
 
-  // One event of the socket's monitor; false when the handshake failed before the node
+  // The events waiting on the socket's monitor; false when the handshake failed before the node
   // welcomed us (connect() then says why, within a second or so, not at its timeout).
   bool watch_handshake() {
-    for (;;) {
-      zmq::message_t head, address;
-      if (!monitor_.recv(head, zmq::recv_flags::dontwait))
-        return true;
-      if (head.more())
-        (void)monitor_.recv(address);
-      if (head.size() < 2)
-        continue;
-      uint16_t event = 0;
-      std::memcpy(&event, head.data(), sizeof(event));
+    while (auto e = next_monitor_event(monitor_)) {
+      auto event = e->event;
       std::string why;
       if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
         handshaken_ = true;
@@ -267,6 +252,7 @@ private:
         return false;
       }
     }
+    return true;
   }
 
   // Every message carries the session, so that the node knows this coordinator from others.

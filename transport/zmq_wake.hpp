@@ -1,11 +1,15 @@
 #pragma once
 
 // ZeroMQ plumbing shared by the node server and the coordinator's node links: a poll that
-// survives signals, and the inproc wake-up that lets other threads hand work to the thread
-// owning a socket.
+// survives signals, the inproc wake-up that lets other threads hand work to the thread
+// owning a socket, and a socket's monitor (what never reaches it as a message).
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <sstream>
 #include <string>
 
 #include <zmq.hpp>
@@ -37,6 +41,42 @@ inline void wake(zmq::context_t& ctx, const std::string& endpoint) {
 inline void drain(zmq::socket_t& pull) {
   zmq::message_t byte;
   while (pull.recv(byte, zmq::recv_flags::dontwait)) {
+  }
+}
+
+/// One event of a socket's monitor: what happened (ZMQ_EVENT_...) and its value (an errno,
+/// a protocol error code, a file descriptor).
+struct monitor_event {
+  uint16_t event = 0;
+  uint32_t value = 0;
+};
+
+/// Watches `watched` for `events` through `monitor`, a PAIR socket of the same context, named
+/// after `owner`; false when ZeroMQ would not.
+inline bool start_monitor(zmq::socket_t& watched, zmq::socket_t& monitor, const void* owner, int events) {
+  std::ostringstream name;
+  name << "inproc://bb-monitor-" << owner;
+  if (zmq_socket_monitor(watched.handle(), name.str().c_str(), events) != 0)
+    return false;
+  monitor.set(zmq::sockopt::linger, 0);
+  monitor.connect(name.str());
+  return true;
+}
+
+/// The next event waiting on `monitor` (start_monitor's), nullopt when none is.
+inline std::optional<monitor_event> next_monitor_event(zmq::socket_t& monitor) {
+  for (;;) {
+    zmq::message_t head, address;
+    if (!monitor.recv(head, zmq::recv_flags::dontwait))
+      return std::nullopt;
+    if (head.more())
+      (void)monitor.recv(address);
+    if (head.size() < sizeof(uint16_t) + sizeof(uint32_t))
+      continue;
+    monitor_event e;
+    std::memcpy(&e.event, head.data(), sizeof(e.event));
+    std::memcpy(&e.value, static_cast<const char*>(head.data()) + sizeof(e.event), sizeof(e.value));
+    return e;
   }
 }
 

@@ -19,6 +19,7 @@
 
 #include "messages/wire.hpp"
 #include "programs.hpp"
+#include "transport/zmq_wake.hpp"
 
 using nlohmann::json;
 using bb::test::children_named;
@@ -253,19 +254,28 @@ TEST_CASE("a stray hello mid-sweep is refused as busy and the sweep finishes on 
   // A frame announcing more than the node takes is dropped before it is read.
   zmq::socket_t big(ctx, zmq::socket_type::dealer);
   big.set(zmq::sockopt::linger, 0);
+  zmq::socket_t big_monitor(ctx, zmq::socket_type::pair);
+  REQUIRE(bb::start_monitor(big, big_monitor, &big, ZMQ_EVENT_DISCONNECTED));
   big.connect(endpoint);
   std::string huge(size_t{65} << 20, 'x');
   big.send(zmq::buffer(huge));
-  // The node ends that connection unread and its log says so, while the sweep's coordinator
-  // (whose own connection ends only with the sweep) is still on.
+  // The node ends that connection unread, and its log says a connection ended.
   bool dropped = false;
   for (int i = 0; i < 100 && !dropped; ++i) {
-    dropped = bb::test::read_file(dir / "node.log").find("a peer's connection ended: it closed it, or sent a "
-                                                         "frame over 64 MiB") != std::string::npos;
-    if (!dropped)
+    if (auto e = bb::next_monitor_event(big_monitor))
+      dropped = e->event == ZMQ_EVENT_DISCONNECTED;
+    else
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   CHECK(dropped);
+  bool logged = false;
+  for (int i = 0; i < 50 && !logged; ++i) {
+    logged = bb::test::read_file(dir / "node.log").find("a connection ended (a peer leaving, a failed "
+                                                        "handshake, or a frame over 64 MiB") != std::string::npos;
+    if (!logged)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(logged);
   CHECK(bb::test::journal_lines(dir / "run/results.jsonl", "job_finished").size() < 4);
   // The sweep's own coordinator keeps the node and finishes every operator there.
   auto rc = wait_exit(sweep, 180);

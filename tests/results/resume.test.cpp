@@ -97,6 +97,23 @@ TEST_CASE("a sweep's conditions are kept, and each change is named", "[results]"
                                     "kernel k/relu__default/relu__default_implementation_v1.py: aa then, (none) now",
                                     "timing.cpu_runs: 100 then, 5 now",
                                     "torch version: 2.11.0 then, 2.12.0 now"});
+  // Numbers compare by value.
+  CHECK(changed_conditions({{"timing.cpu_max_seconds", "5"}}, {{"timing.cpu_max_seconds", "5.0"}}).empty());
+  CHECK(changed_conditions({{"timing.cpu_max_seconds", "5"}}, {{"timing.cpu_max_seconds", "5.5"}}).size() == 1);
+  // A sweep.json of format 1 recorded a dozen settings and the coordinator's device: what it
+  // did not record is no change, a kernel it lacks is, and so is a setting it recorded.
+  std::map<std::string, std::string> old_form = {{"torch version", "2.11.0"}, {"device", "cpu"},
+                                                 {"timing.cpu_runs", "100"}};
+  std::map<std::string, std::string> over_nodes = {{"torch version", "each node's own (every result names its node's)"},
+                                                   {"device", "each node's own (every result names its node's)"},
+                                                   {"timing.cpu_runs", "100"},
+                                                   {"evaluator.job_timeout_s", "600.0"}};
+  CHECK(changed_conditions(old_form, over_nodes, 1).empty());
+  CHECK(changed_conditions(old_form, over_nodes, 2).size() == 3);
+  over_nodes["timing.cpu_runs"] = "4";
+  over_nodes["kernel k/a.py"] = "bb";
+  CHECK(changed_conditions(old_form, over_nodes, 1)
+        == std::vector<std::string>{"kernel k/a.py: (none) then, bb now", "timing.cpu_runs: 100 then, 4 now"});
 }
 
 TEST_CASE("the resume command names this program and the run folder, quoted", "[results]") {

@@ -358,10 +358,11 @@ TEST_CASE("timings come in alternating rounds with a confidence interval, and a 
   INFO(q.error_msg);
   CHECK(q.successfully_ran);
   CHECK(q.unverified_speedup > 10.0);
-  // The bogus 123 ms is gone: relu against itself, measured afresh (a few calls of
-  // microseconds on a loaded 2-core CI read up to 22x, far from the thousands the cached
-  // figure gave).
-  CHECK(q.speedup < q.unverified_speedup / 100);
+  // The bogus 123 ms is gone: the reference was measured afresh, a relu of 256x256 taking far
+  // less even on a loaded machine (whose kernel calls, slowed too, can bring the cached
+  // figure's speedup down to 150x and the fresh one up to 35x: the speedups alone do not tell).
+  CHECK(q.reference_time_ms < 123.0 / 10);
+  CHECK(q.speedup < q.unverified_speedup);
   CHECK(q.timer == "synchronized");
   CHECK_FALSE(q.reference_cached);
   CHECK(q.timing_rounds == 10);

@@ -232,6 +232,15 @@ TEST_CASE("a link loses a node that welcomed it and then only refuses", "[transp
       router.send(zmq::buffer(pack(answer)));
     }
   });
+  // Stopped and joined however the test ends (a failed REQUIRE unwinds past it).
+  struct stop_node {
+    std::atomic<bool>& serving;
+    std::thread& node;
+    ~stop_node() {
+      serving = false;
+      node.join();
+    }
+  } stop{serving, node};
   remote_node_config rcfg;
   rcfg.endpoint = endpoint;
   rcfg.name = "n1";
@@ -253,6 +262,4 @@ TEST_CASE("a link loses a node that welcomed it and then only refuses", "[transp
     CHECK(refused > 3);
     link.stop();
   }
-  serving = false;
-  node.join();
 }
