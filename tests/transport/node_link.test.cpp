@@ -101,6 +101,18 @@ private:
   std::string endpoint_;
 };
 
+// A link to node "n1" at `endpoint` that heartbeats every 0.1 s and loses the node after 1 s
+// of silence.
+remote_node_config quick_link(const std::string& endpoint) {
+  remote_node_config rcfg;
+  rcfg.endpoint = endpoint;
+  rcfg.name = "n1";
+  rcfg.heartbeat_s = 0.1;
+  rcfg.silence_s = 1;
+  rcfg.connect_timeout_s = 10;
+  return rcfg;
+}
+
 } // namespace
 
 TEST_CASE("a link loses a node that falls silent and rejoins it when it answers again", "[transport]") {
@@ -111,12 +123,7 @@ TEST_CASE("a link loses a node that falls silent and rejoins it when it answers 
   auto first = std::make_unique<serving_node>(sys, "tcp://127.0.0.1:0", "n1");
   const auto endpoint = first->endpoint();
   REQUIRE(endpoint.rfind("tcp://", 0) == 0);
-  remote_node_config rcfg;
-  rcfg.endpoint = endpoint;
-  rcfg.name = "n1";
-  rcfg.heartbeat_s = 0.1;
-  rcfg.silence_s = 1;
-  rcfg.connect_timeout_s = 10;
+  auto rcfg = quick_link(endpoint);
   remote_node link(sys, rcfg);
   auto slots = link.connect();
   REQUIRE(slots);
@@ -241,12 +248,7 @@ TEST_CASE("a link loses a node that welcomed it and then only refuses", "[transp
       node.join();
     }
   } stop{serving, node};
-  remote_node_config rcfg;
-  rcfg.endpoint = endpoint;
-  rcfg.name = "n1";
-  rcfg.heartbeat_s = 0.1;
-  rcfg.silence_s = 1;
-  rcfg.connect_timeout_s = 10;
+  auto rcfg = quick_link(endpoint);
   {
     remote_node link(sys, rcfg);
     auto slots = link.connect();
