@@ -57,10 +57,12 @@ def tampered(before, now):
     return any(b is not None and n is not b for n, b in zip(now(), before))
 
 threads_before = set()
+idents_before = set()
 
 def mark_threads():
-    global threads_before
+    global threads_before, idents_before
     threads_before = set(threading.enumerate())
+    idents_before = set(sys._current_frames())
 
 # Threads that libraries start and keep idle (an executor's workers, torch.compile's readers):
 # not the kernel's work left running. Such a thread runs a private worker loop of a library
@@ -81,15 +83,17 @@ def installed(filename):
     return filename.startswith('<') or filename.startswith(installed_dirs) \
         or '/site-packages/' in filename or '/dist-packages/' in filename
 
-def runs_outside_libraries(t):
-    # Any frame of code that is not installed (the kernel's own file, whatever names its
-    # functions claim): the thread is doing the kernel's work, idle worker or not.
-    frame = sys._current_frames().get(t.ident)
+def frames_outside_libraries(frame):
     while frame is not None:
         if not installed(frame.f_code.co_filename):
             return True
         frame = frame.f_back
     return False
+
+def runs_outside_libraries(t):
+    # Any frame of code that is not installed (the kernel's own file, whatever names its
+    # functions claim): the thread is doing the kernel's work, idle worker or not.
+    return frames_outside_libraries(sys._current_frames().get(t.ident))
 
 def owned_by_library(t):
     if isinstance(t, threading.Timer) or runs_outside_libraries(t):
@@ -103,8 +107,15 @@ def owned_by_library(t):
         and in_library(getattr(function, '__module__', None) or '')
 
 def new_threads():
-    return [t.name for t in threading.enumerate()
-            if t not in threads_before and t.is_alive() and not owned_by_library(t)]
+    out = [t.name for t in threading.enumerate()
+           if t not in threads_before and t.is_alive() and not owned_by_library(t)]
+    # A thread that threading does not know (_thread.start_new_thread): only its frames tell
+    # whose work it does.
+    known = {t.ident for t in threading.enumerate()}
+    for ident, frame in sys._current_frames().items():
+        if ident not in idents_before and ident not in known and frames_outside_libraries(frame):
+            out.append('a _thread thread running ' + frame.f_code.co_name)
+    return out
 
 def describe(kind, value, tb):
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith('<'):

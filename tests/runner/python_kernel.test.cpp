@@ -6,7 +6,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "support.hpp"
 
@@ -226,4 +228,32 @@ def sqrt_kernel_impl(x):
   CHECK(python_timers_tampered());
   k->call({at::ones({2})}, {}, schema_of("aten::sqrt"));
   CHECK_FALSE(python_timers_tampered());
+}
+
+TEST_CASE("python: a thread a kernel starts with _thread, which threading does not list, is seen",
+          "[runner]") {
+  bb::test::temp_dir dir;
+  auto k = python_kernel::load(kernel_file(dir, "floor", R"PY(
+import _thread
+import time
+def _fill(x, out):
+    time.sleep(3)
+    out.copy_(x.floor())
+def floor_kernel_impl(x):
+    out = x.new_empty(x.shape)
+    _thread.start_new_thread(_fill, (x, out))
+    return out
+)PY"),
+                               "floor_kernel_impl");
+  python_mark_threads();
+  CHECK(python_new_threads().empty());
+  k->call({at::ones({2})}, {}, schema_of("aten::floor"));
+  std::vector<std::string> seen;
+  for (int i = 0; i < 100 && seen.empty(); ++i) { // until the thread runs its first line
+    seen = python_new_threads();
+    if (seen.empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0] == "a _thread thread running _fill");
 }
