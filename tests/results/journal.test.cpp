@@ -35,7 +35,7 @@ TEST_CASE("journal lines round-trip every field", "[results]") {
   p.reference_time_ms = 0.3;
   p.successfully_ran = true;
   r.performance.push_back(p);
-  r.where = {"node1", "NVIDIA H200", "580.1", "2.11.0", "abc123", 0, "namespaces"};
+  r.where = {"node1", "NVIDIA H200", "580.1", "2.11.0", "abc123", 0, "namespaces", {{"timing.rounds", "5"}}};
   r.wall_seconds = 1.25;
 
   auto line = journal_line(r);
@@ -54,6 +54,7 @@ TEST_CASE("journal lines round-trip every field", "[results]") {
   CHECK(back.performance[0].successfully_ran);
   CHECK(back.where.device == "NVIDIA H200");
   CHECK(back.where.artefact_hash == "abc123");
+  CHECK(back.where.settings == std::map<std::string, std::string>{{"timing.rounds", "5"}});
   CHECK(back.wall_seconds == 1.25);
 }
 
