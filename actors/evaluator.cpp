@@ -192,10 +192,13 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
       if (call.ok)
         result.phases["moving_results"] += std::max(0.0, evaluated - result.wall_seconds);
       st.idle_since = ended;
-      auto measured_with = result_settings_of(options, st.cfg.job_timeout_s, st.cfg.call_timeout_s);
+      if (st.measured_with.empty() || st.measured_for != job.settings) {
+        st.measured_for = job.settings;
+        st.measured_with = result_settings_of(options, st.cfg.job_timeout_s, st.cfg.call_timeout_s);
+      }
       if (call.ok) {
         result.where.slot = st.cfg.slot;
-        result.where.settings = std::move(measured_with);
+        result.where.settings = st.measured_with;
         // A runner that lost its CUDA context, or whose process a kernel tampered with (its
         // Python, the dispatcher, a setting, a thread left running), exits after its result:
         // the next job gets a fresh one.
@@ -215,7 +218,7 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
       result.where = st.runner.where();
       result.where.artefact_hash = job.kernel.hash;
       result.where.slot = st.cfg.slot;
-      result.where.settings = std::move(measured_with);
+      result.where.settings = st.measured_with;
       return result;
     },
     [](atom::ping) { return atom::pong_v; },

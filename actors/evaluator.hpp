@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,10 @@ struct evaluator_state {
   /// Whether the runner has run a job with the exploit checks off: a kernel nobody checked
   /// may have changed it, so a job with them on gets a fresh runner.
   bool unchecked_runner = false;
+  /// What the last job's results were measured with (result_settings_of), for the packed
+  /// settings it came with: a sweep's jobs carry the same ones, made into text once.
+  std::string measured_for;
+  std::map<std::string, std::string> measured_with;
 };
 
 using evaluator_pointer = evaluator_actor::stateful_pointer<evaluator_state>;

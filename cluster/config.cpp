@@ -194,6 +194,8 @@ struct key_info {
   setter set;
   /// The value as TOML writes it.
   std::function<std::string()> get;
+  /// The value as a reader sees it: a string as it is, any other value as TOML writes it.
+  std::function<std::string()> shown;
   /// "" when the value set is allowed, else what it must be ("must be ..., not 1e+308").
   std::function<std::string()> check;
 };
@@ -201,7 +203,7 @@ struct key_info {
 template <class T>
 key_info entry(const char* key, T& target, rule values, setting_scope scope, const char* flag,
                const char* doc) {
-  key_info k{key, scope, flag, doc, "", "", values, bind(target), {}, {}};
+  key_info k{key, scope, flag, doc, "", "", values, bind(target), {}, {}, {}};
   k.get = [&target] {
     if constexpr (std::is_same_v<T, std::string>) {
       return toml_string(target);
@@ -212,6 +214,12 @@ key_info entry(const char* key, T& target, rule values, setting_scope scope, con
       out << toml::value<T>(target);
       return out.str();
     }
+  };
+  k.shown = [&target, get = k.get] {
+    if constexpr (std::is_same_v<T, std::string>)
+      return target;
+    else
+      return get();
   };
   if constexpr (std::is_same_v<T, std::string>) {
     k.type = "string";
@@ -376,16 +384,6 @@ std::map<std::string, std::string> sweep_settings_of(const settings& s) {
 
 namespace {
 
-// A value as sweep_settings_of writes it, as a reader sees it: a string without its quotes.
-std::string plain_value(const std::string& toml_text) {
-  if (toml_text.empty() || toml_text.front() != '"')
-    return toml_text;
-  if (auto parsed = parse_value(toml_text))
-    if (auto text = (*parsed)["v"].value<std::string>())
-      return *text;
-  return toml_text;
-}
-
 bool is_runner_key(const std::string& key) {
   static const std::set<std::string> keys = {
 #define BB_SETTING(KEY, ...)
@@ -397,12 +395,20 @@ bool is_runner_key(const std::string& key) {
   return keys.count(key) > 0;
 }
 
+// The settings of scope sweep in `s` that `keep` takes, by key, as a reader sees them.
+template <class Keep>
+std::map<std::string, std::string> shown_sweep_settings(settings s, Keep keep) {
+  std::map<std::string, std::string> out;
+  for (auto& k : setting_list(s))
+    if (k.scope == setting_scope::sweep && keep(std::string(k.key)))
+      out[k.key] = k.shown();
+  return out;
+}
+
 } // namespace
 
 std::map<std::string, std::string> sweep_conditions_of(const settings& s) {
-  std::map<std::string, std::string> out;
-  for (auto& [key, value] : sweep_settings_of(s))
-    out[key] = plain_value(value);
+  auto out = shown_sweep_settings(s, [](const std::string&) { return true; });
   // What a result records of these, alike (checks.extra_inputs resolved for the backend).
   for (auto& [key, value] : result_settings_of(s.timing, s.job_timeout_s, s.call_timeout_s))
     out[key] = value;
@@ -415,12 +421,9 @@ std::map<std::string, std::string> result_settings_of(const runner_options& o, d
   s.timing = o;
   s.job_timeout_s = job_timeout_s;
   s.call_timeout_s = call_timeout_s;
-  std::map<std::string, std::string> out;
-  for (auto& k : setting_list(s))
-    if (k.scope == setting_scope::sweep
-        && (is_runner_key(k.key) || std::string(k.key) == "evaluator.job_timeout_s"
-            || std::string(k.key) == "evaluator.call_timeout_s"))
-      out[k.key] = plain_value(k.get());
+  auto out = shown_sweep_settings(s, [](const std::string& key) {
+    return is_runner_key(key) || key == "evaluator.job_timeout_s" || key == "evaluator.call_timeout_s";
+  });
   out["checks.extra_inputs"] = o.extra_inputs ? "on" : "off";
   return out;
 }
