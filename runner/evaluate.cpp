@@ -213,25 +213,11 @@ void set_tampered(op_context& ctx, const std::string& flag, const std::string& w
     ctx.tampered = call_error(flag, why, "");
 }
 
-// The operators whose tables are checked after every checked call (well under a millisecond):
-// the operator evaluated (a kernel that replaces it makes the reference compute its answer)
-// and those the comparison computes with.
-std::set<std::string> watched_always(const c10::OperatorHandle& op) {
-  const auto& n = op.operator_name();
-  std::set<std::string> names = {"aten::abs",       "aten::abs.out",   "aten::eq.Tensor",  "aten::eq.Tensor_out",
-                                 "aten::isnan",     "aten::isfinite",  "aten::where.self", "aten::le.Tensor",
-                                 "aten::le.Tensor_out", "aten::sub.Tensor", "aten::sub.out", "aten::equal",
-                                 "aten::max",       "aten::sum",       "aten::_to_copy",   "aten::copy_"};
-  names.insert(n.name + (n.overload_name.empty() ? "" : "." + n.overload_name));
-  return names;
-}
-
-// After kernel code ran: whatever it changed that the evaluation relies on. Each finding is a
-// flag that fails every input of the job; the process state is put back. Every relied-on
-// operator's dispatcher table (a few milliseconds) only where `dispatcher_too`: after the
-// kernel loaded and at the end of the job; after every checked call the evaluated operator's
-// and the comparison's (watched_always), and the rest (microseconds).
-void check_tampering(op_context& ctx, bool dispatcher_too = false) {
+// After kernel code ran (it loaded, a checked call, the timed calls, the job's end): whatever
+// it changed that the evaluation relies on. Each finding is a flag that fails every input of
+// the job; the process state is put back. Every relied-on operator's dispatcher table and the
+// evaluated one's each time (tens of microseconds).
+void check_tampering(op_context& ctx) {
   if (python_kernel_of(ctx) && python_timers_tampered())
     set_tampered(ctx, "replaces_timer", "the kernel replaced a timing function");
   if (!checks_on(ctx))
@@ -241,7 +227,7 @@ void check_tampering(op_context& ctx, bool dispatcher_too = false) {
                  "the kernel replaced a comparison function (torch.allclose, torch.equal, "
                  "torch.testing.assert_close or a Tensor method)");
   if (ctx.dispatcher) {
-    auto changed = dispatcher_too ? ctx.dispatcher->changed() : ctx.dispatcher->changed_among(watched_always(ctx.op));
+    auto changed = ctx.dispatcher->changed();
     if (!changed.empty())
       set_tampered(ctx, "replaces_operator",
                    "the kernel changed the dispatcher's kernel of " + changed.front()
@@ -767,6 +753,14 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
       });
     });
   int64_t kernel_calls_made = 0;
+  // The host's seconds in the hooks around the timed calls (fresh values, kept and poisoned
+  // outputs): the checks' share of the timer's wall time, told as check_timed.
+  double hook_seconds = 0.0;
+  struct hook_clock {
+    double& total;
+    clock::time_point begin = clock::now();
+    ~hook_clock() { total += std::chrono::duration<double>(clock::now() - begin).count(); }
+  };
   c10::IValue outputs[2];
   uint64_t seed = input_seed(ctx.job.op_name, text);
   uint64_t measurement = 0; // 1 for an outlier's measurement again: fresh values there too
@@ -790,6 +784,7 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
     }
     // The hooks are bbrunner's own code: what they throw is never the kernel's.
     side.before = [&, kernel_side, side_index](const call_point& p) {
+      hook_clock hook{hook_seconds};
       own("refreshing the timed inputs", [&] {
         auto& buf = bufs[(p.round + (kernel_side ? 1 : 0)) % 2];
         refresh_floats(buf, call_seed(seed, measurement, p.round, p.index, p.timed, p.checked ? p.rank : -1),
@@ -804,6 +799,7 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
     };
     side.call = [k, ins, out](const call_point& p) { *out = k->call(ins[p.round % 2]); };
     side.after = [&, kernel_side, side_index, out](const call_point& p) {
+      hook_clock hook{hook_seconds};
       own("keeping and poisoning a timed output", [&] {
         if (kernel_side)
           ++kernel_calls_made;
@@ -925,7 +921,11 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
     kept[side].clear();
     dropped[side] = call_copy{};
   }
-  // The timer's wall time, split between the sides by the time their calls took.
+  // The timer's wall time less its hooks' host time (check_timed), split between the sides by
+  // the time their calls took.
+  hook_seconds = std::min(hook_seconds, wall);
+  wall -= hook_seconds;
+  ctx.phases.seconds["check_timed"] += hook_seconds;
   double ref_share = hit ? 0.0 : timing.reference.mean_ms * static_cast<double>(timing.reference.calls);
   double ker_share = timing.kernel.mean_ms * static_cast<double>(timing.kernel.calls);
   double ref_part = ref_share + ker_share > 0 ? wall * ref_share / (ref_share + ker_share) : 0.0;
@@ -1094,7 +1094,7 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
   op_context ctx{job, opts, progress, op, at::Device(opts.device), *reference, *impl, r.flags, phases, {}, nullptr, nullptr, std::nullopt, false, &kernel_called};
   ctx.dispatcher = dispatcher ? &*dispatcher : nullptr;
   ctx.state = state ? &*state : nullptr;
-  check_tampering(ctx, true); // what loading the kernel changed
+  check_tampering(ctx); // what loading the kernel changed
   auto n = job.correctness_inputs.size();
   auto m = job.performance_inputs.size();
   // An input's tensors live until its last use, so a job of many inputs holds one at a time.
@@ -1134,7 +1134,7 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
     lost_context(r, job, "not run: the CUDA context was lost on an earlier input");
     return;
   }
-  check_tampering(ctx, true);
+  check_tampering(ctx);
   if (ctx.tampered)
     fail_every_input(r, job, *ctx.tampered);
 }

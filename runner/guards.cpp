@@ -1,6 +1,7 @@
 #include "runner/guards.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -395,32 +396,90 @@ const std::set<std::string>& relied_on() {
   return names;
 }
 
-// The dispatcher's entries of `op` for the keys a call on a CPU or CUDA tensor goes through:
-// the computed table (which kernel runs) and every registration, the displaced ones as
-// "CPU (inactive): ..." too, so that a kernel registered over aten's under aten's own file
-// and line still shows. Other keys' entries (Meta, Python, backends never used here) change as
-// libraries register fake and meta kernels, which does not bend an evaluation.
-size_t table_hash(const c10::OperatorHandle& op) {
-  static const c10::DispatchKey computed[] = {
-    c10::DispatchKey::CPU, c10::DispatchKey::CUDA, c10::DispatchKey::AutogradCPU, c10::DispatchKey::AutogradCUDA,
-    c10::DispatchKey::ADInplaceOrView, c10::DispatchKey::BackendSelect, c10::DispatchKey::AutocastCPU,
-    c10::DispatchKey::AutocastCUDA};
-  static const std::set<std::string> keys = {"CPU", "CUDA", "AutogradCPU", "AutogradCUDA",
-                                             "ADInplaceOrView", "BackendSelect", "AutocastCPU",
-                                             "AutocastCUDA", "CompositeImplicitAutograd",
-                                             "CompositeExplicitAutograd", "Autograd"};
-  std::string kept;
-  // Which kernel runs for each key a call goes through.
-  for (auto k : computed)
-    if (op.hasComputedKernelForDispatchKey(k))
-      kept += std::string(c10::toString(k)) + ": " + op.getComputedKernelForDispatchKey(k).debug() + "\n";
-  kept += "--\n";
-  // Every registration, the displaced ones ("CPU (inactive): ...") too.
-  std::istringstream lines(op.dumpState());
-  for (std::string line; std::getline(lines, line);)
-    if (keys.count(line.substr(0, line.find_first_of(": "))))
-      kept += line + "\n";
-  return std::hash<std::string>{}(kept);
+// What the dispatcher keeps private, read through explicit template instantiation (where the
+// language does not check access): the operator's entry behind a handle, and the function
+// pointers and functor of a kernel. A registration's debug string ("registered at FILE:LINE")
+// is the registrant's to choose; these are what a call runs.
+template <class Tag, auto Member>
+struct private_member {
+  friend constexpr auto member_of(Tag) { return Member; }
+};
+struct operator_def_of_handle {
+  friend constexpr auto member_of(operator_def_of_handle);
+};
+struct boxed_of_kernel {
+  friend constexpr auto member_of(boxed_of_kernel);
+};
+struct unboxed_of_kernel {
+  friend constexpr auto member_of(unboxed_of_kernel);
+};
+struct sym_unboxed_of_kernel {
+  friend constexpr auto member_of(sym_unboxed_of_kernel);
+};
+struct functor_of_boxed {
+  friend constexpr auto member_of(functor_of_boxed);
+};
+struct function_of_boxed {
+  friend constexpr auto member_of(function_of_boxed);
+};
+template struct private_member<operator_def_of_handle, &c10::OperatorHandle::operatorDef_>;
+template struct private_member<boxed_of_kernel, &c10::KernelFunction::boxed_kernel_func_>;
+template struct private_member<unboxed_of_kernel, &c10::KernelFunction::unboxed_kernel_func_>;
+template struct private_member<sym_unboxed_of_kernel, &c10::KernelFunction::sym_unboxed_kernel_func_>;
+template struct private_member<functor_of_boxed, &c10::BoxedKernel::functor_>;
+template struct private_member<function_of_boxed, &c10::BoxedKernel::boxed_kernel_func_>;
+
+// The keys a call on a CPU or CUDA tensor goes through. Other keys' entries (Meta, Python,
+// backends never used here) change as libraries register fake and meta kernels, which does not
+// bend an evaluation.
+constexpr c10::DispatchKey watched_keys[] = {
+  c10::DispatchKey::CPU,          c10::DispatchKey::CUDA,           c10::DispatchKey::AutogradCPU,
+  c10::DispatchKey::AutogradCUDA, c10::DispatchKey::ADInplaceOrView, c10::DispatchKey::BackendSelect,
+  c10::DispatchKey::AutocastCPU,  c10::DispatchKey::AutocastCUDA};
+
+} // namespace
+
+// Which kernel runs for each watched key of `op`, from its computed dispatch table: the
+// kernel's function pointers and functor, which no registration can fake (a replacement
+// registered under aten's own file and line is a different function), and a reference to the
+// functor, so that its address is not reused while the fingerprint lives. Reading the table
+// is a few array lookups: cheap enough to check every relied-on operator after every checked
+// call.
+struct dispatcher_fingerprint::table {
+  struct entry {
+    bool valid = false;
+    const void* boxed = nullptr;
+    const void* unboxed = nullptr;
+    const void* sym_unboxed = nullptr;
+    c10::intrusive_ptr<c10::OperatorKernel> functor;
+    bool operator==(const entry& o) const {
+      return valid == o.valid && boxed == o.boxed && unboxed == o.unboxed && sym_unboxed == o.sym_unboxed
+             && functor.get() == o.functor.get();
+    }
+  };
+  std::array<entry, std::size(watched_keys)> entries;
+  bool operator==(const table& o) const { return entries == o.entries; }
+};
+
+namespace {
+
+dispatcher_fingerprint::table table_of(const c10::OperatorHandle& op) {
+  dispatcher_fingerprint::table t;
+  const auto& entry = (op.*member_of(operator_def_of_handle{}))->op;
+  for (size_t i = 0; i < std::size(watched_keys); ++i) {
+    auto k = watched_keys[i];
+    auto& e = t.entries[i];
+    e.valid = op.hasComputedKernelForDispatchKey(k);
+    if (!e.valid)
+      continue;
+    const c10::KernelFunction& f = entry.lookup(c10::DispatchKeySet(k));
+    const c10::BoxedKernel& boxed = f.*member_of(boxed_of_kernel{});
+    e.boxed = reinterpret_cast<const void*>(boxed.*member_of(function_of_boxed{}));
+    e.functor = boxed.*member_of(functor_of_boxed{});
+    e.unboxed = f.*member_of(unboxed_of_kernel{});
+    e.sym_unboxed = f.*member_of(sym_unboxed_of_kernel{});
+  }
+  return t;
 }
 
 std::string full_name(const c10::OperatorName& n) {
@@ -445,28 +504,12 @@ dispatcher_fingerprint::dispatcher_fingerprint() {
   }();
   for (auto& n : names)
     if (auto h = d.findOp(n))
-      tables_[full_name(n)] = table_hash(*h);
+      tables_.emplace(full_name(n), std::make_shared<const table>(table_of(*h)));
 }
 
 dispatcher_fingerprint dispatcher_fingerprint::with(const c10::OperatorHandle& op) const {
   auto out = *this;
-  out.tables_[full_name(op.operator_name())] = table_hash(op);
-  return out;
-}
-
-std::vector<std::string> dispatcher_fingerprint::changed_among(const std::set<std::string>& names) const {
-  std::vector<std::string> out;
-  auto& d = c10::Dispatcher::singleton();
-  for (auto& name : names) {
-    auto it = tables_.find(name);
-    if (it == tables_.end())
-      continue;
-    auto dot = name.find('.');
-    c10::OperatorName n{name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1)};
-    auto h = d.findOp(n);
-    if (!h || table_hash(*h) != it->second)
-      out.push_back(name);
-  }
+  out.tables_[full_name(op.operator_name())] = std::make_shared<const table>(table_of(op));
   return out;
 }
 
@@ -477,7 +520,7 @@ std::vector<std::string> dispatcher_fingerprint::changed() const {
     auto dot = name.find('.');
     c10::OperatorName n{name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1)};
     auto h = d.findOp(n);
-    if (!h || table_hash(*h) != hash)
+    if (!h || !(table_of(*h) == *hash))
       out.push_back(name);
   }
   return out;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -80,18 +81,19 @@ bool shares_storage(const c10::IValue& a, const c10::IValue& b);
 /// fingerprint per operator.
 class dispatcher_fingerprint {
 public:
-  /// The operators the evaluation relies on, as they are now (a few milliseconds).
+  /// The operators the evaluation relies on, as they are now (tens of microseconds).
   dispatcher_fingerprint();
   /// These and `op`'s own table.
   dispatcher_fingerprint with(const c10::OperatorHandle& op) const;
   /// The operators whose table changed since construction ("aten::add.Tensor").
   std::vector<std::string> changed() const;
-  /// The same among `names` only (full names, "aten::abs.out"): a check cheap enough for
-  /// every checked call.
-  std::vector<std::string> changed_among(const std::set<std::string>& names) const;
+
+  /// Which kernel each key of an operator's computed table runs (guards.cpp).
+  struct table;
 
 private:
-  std::map<std::string, size_t> tables_;
+  // Shared: a runner's baseline is copied for every job.
+  std::map<std::string, std::shared_ptr<const table>> tables_;
 };
 
 /// Process-wide state a kernel could change to slow the reference or to bend the evaluation:
