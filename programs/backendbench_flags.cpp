@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "artefacts/parquet_cache.hpp"
@@ -63,11 +64,15 @@ std::string plan_opinfo(flags& f) {
   std::filesystem::create_directories(dir, ec);
   auto out = dir + "/" + sha256_hex(key).substr(0, 16) + ".json";
   argv.push_back(out);
+  // Kept per torch build, device model, OpInfo database and dtype: only the first run on a
+  // kind of machine selects.
+  argv.push_back("--cache");
+  argv.push_back(dir + "/cache");
   argv.insert(argv.end(), tokens.begin(), tokens.end());
   auto log = out + ".log";
   std::filesystem::remove(log, ec);
-  spdlog::info("bbcluster: opinfo: selecting {} samples on {} as BackendBench does ({})", dtype,
-               device, tokens.empty() ? std::string("every OpInfo") : f.ops);
+  spdlog::info("bbcluster: opinfo: {} samples on {} as BackendBench selects them ({})", dtype, device,
+               tokens.empty() ? std::string("every OpInfo") : f.ops);
   auto run = run_process(argv, log, 3600);
   if (!run.ok()) {
     std::ifstream in(log);
@@ -76,6 +81,18 @@ std::string plan_opinfo(flags& f) {
       if (!line.empty())
         last = line;
     return "--suite opinfo: cannot select the samples (" + run.how + "): " + last;
+  }
+  try {
+    std::ifstream in(out);
+    auto selection = nlohmann::json::parse(in);
+    if (selection.value("cached", false))
+      spdlog::info("bbcluster: opinfo: the selection made on this kind of machine before, from {}/cache",
+                   dir);
+    else
+      spdlog::info("bbcluster: opinfo: selected in {:.1f} s, kept in {}/cache for the next run",
+                   selection.value("seconds", 0.0), dir);
+  } catch (const nlohmann::json::exception&) {
+    // make_plan reads it again and names what is wrong with it.
   }
   f.data = out;
   return "";

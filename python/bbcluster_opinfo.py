@@ -9,30 +9,110 @@ written as the input text
 and the runner calls sample_call() on its own device, which seeds torch and random with the
 seed before listing the OpInfo's samples, so every runner builds the same ones.
 
-    python bbcluster_opinfo.py plan DEVICE DTYPE SEED OUT.json [TOKEN...]
+    python bbcluster_opinfo.py plan DEVICE DTYPE SEED OUT.json [--cache DIR] [TOKEN...]
         The suite: for every OpInfo of op_db (those TOKENs match, or all) as BackendBench
         keeps them (a dotted name only under nn.functional, DTYPE supported on DEVICE, not
         nonzero_static, samples that list without error), the samples whose call traces to
         exactly one aten operator and whose result matches that operator's called directly.
-        A TOKEN matches an OpInfo by its name (BackendBench's rule), its name under
-        nn.functional, or its aten name; aten.X.Y and X.Y match as X. OUT.json: {"torch",
-        "device", "dtype", "ops": [{"op": "aten.X.Y", "inputs": [text, ...]}, ...],
-        "unusable": ["NAME: why none of its samples is kept", ...]}.
+        Operators whose result is uninitialised memory or random (empty_like, new_empty,
+        new_empty_strided, bernoulli, as BackendBench's dataset filter) are left out with
+        that reason: whether their result "matches" is chance, and the suite would differ
+        from run to run. A TOKEN matches an OpInfo by its name (BackendBench's rule), its
+        name under nn.functional, or its aten name; aten.X.Y and X.Y match as X. OUT.json:
+        {"torch", "device", "dtype", "ops": [{"op": "aten.X.Y", "inputs": [text, ...]}, ...],
+        "unusable": ["NAME: why none of its samples is kept", ...], "cached": bool,
+        "seconds": selection time}.
+        The OpInfos are selected in parallel processes (BBCLUSTER_OPINFO_WORKERS, default
+        half the cores, at most 8). With --cache, a selection is kept in DIR under a key of
+        everything it depends on (torch's build, the device's model, the OpInfo database's
+        source, this file, DTYPE, SEED and the TOKENs) and reused, without importing torch.
     python bbcluster_opinfo.py hash TEXT DEVICE
         A SHA-256 of the sample TEXT names, built on DEVICE (its tensors' bytes and its
         other values), to check that two processes build the same sample.
 """
 
+import glob
 import hashlib
+import importlib.util
 import json
 import os
 import random
 import re
 import sys
+import time
 from collections import OrderedDict, defaultdict
 
-import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+
+# --- the selection cache: consulted before torch is imported (a few seconds) ---------------
+
+def _torch_dir():
+    spec = importlib.util.find_spec("torch")
+    return os.path.dirname(spec.origin) if spec and spec.origin else None
+
+
+def _device_model(device):
+    """The device's kind: "cpu", or the GPUs' models as the driver names them."""
+    if device != "cuda":
+        return device
+    models = []
+    for info in sorted(glob.glob("/proc/driver/nvidia/gpus/*/information")):
+        with open(info, errors="replace") as f:
+            models += [line.split(":", 1)[1].strip() for line in f if line.startswith("Model:")]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if models:
+        return "cuda " + ",".join(sorted(set(models))) + (f" visible {visible}" if visible else "")
+    import torch  # no /proc entry (a container without it): ask CUDA
+    return "cuda " + torch.cuda.get_device_name(0)
+
+
+def cache_key(device, dtype_name, seed, tokens):
+    """A SHA-256 of everything a selection depends on, or None when torch is not found."""
+    torch_dir = _torch_dir()
+    if torch_dir is None:
+        return None
+    h = hashlib.sha256()
+    files = [os.path.join(torch_dir, "version.py"), os.path.abspath(__file__)]
+    files += sorted(glob.glob(os.path.join(torch_dir, "testing", "_internal", "**", "*.py"), recursive=True))
+    for path in files:
+        h.update(path.encode() + b"\0")
+        try:
+            with open(path, "rb") as f:
+                h.update(hashlib.sha256(f.read()).digest())
+        except OSError:
+            h.update(b"missing")
+    h.update(json.dumps([_device_model(device), dtype_name, seed, sorted(tokens)]).encode())
+    return h.hexdigest()
+
+
+def write_json(value, out):
+    temporary = f"{out}.{os.getpid()}.tmp"
+    with open(temporary, "w") as f:
+        json.dump(value, f)
+    os.replace(temporary, out)
+
+
+def from_cache(cache_dir, key, out):
+    """Whether the selection `key` was in `cache_dir` (then it is written to `out`)."""
+    try:
+        with open(os.path.join(cache_dir, key + ".json")) as f:
+            kept = json.load(f)
+    except (OSError, ValueError):
+        return False
+    kept["cached"] = True
+    write_json(kept, out)
+    return True
+
+
+if __name__ == "__main__" and len(sys.argv) >= 6 and sys.argv[1] == "plan" and "--cache" in sys.argv:
+    _at = sys.argv.index("--cache")
+    _tokens = [t for i, t in enumerate(sys.argv[6:], 6) if i not in (_at, _at + 1)]
+    _key = cache_key(sys.argv[2], sys.argv[3], sys.argv[4], _tokens) if _at + 1 < len(sys.argv) else None
+    if _key and from_cache(sys.argv[_at + 1], _key, sys.argv[5]):
+        sys.exit(0)
+
+
+import torch  # noqa: E402 (the cache above needs none of it)
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 DTYPES = {
     "bfloat16": torch.bfloat16,
@@ -142,12 +222,19 @@ def _opinfo_matches(op, tokens):
     return any(t in names or _base(t) in names or _base(t).lstrip("_") in names for t in tokens)
 
 
-def plan(device, dtype_name, seed, tokens):
-    """(ops, unusable): the suite, and "NAME: why" per OpInfo kept none of its samples."""
-    dtype = DTYPES[dtype_name]
-    by_op = OrderedDict()
-    unusable = []
-    for op in op_db():
+# Operators whose result is uninitialised memory or random: whether it "reproduces" is
+# chance. BackendBench's dataset filter leaves them out by these names.
+RANDOM_OUTPUT = ("empty_like", "new_empty", "new_empty_strided", "bernoulli")
+
+
+def _random_output(overload):
+    return any(name in str(overload) for name in RANDOM_OUTPUT)
+
+
+def _candidates(device, dtype, tokens):
+    """The OpInfos BackendBench's rules keep, by their index in op_db."""
+    out = []
+    for i, op in enumerate(op_db()):
         if tokens and not _opinfo_matches(op, tokens):
             continue
         if "." in op.name and "nn.functional" not in op.name:
@@ -156,41 +243,92 @@ def plan(device, dtype_name, seed, tokens):
             continue
         if op.name in ["nonzero_static"]:
             continue
-        label = op.name + (f" ({op.variant_test_name})" if op.variant_test_name else "")
+        out.append(i)
+    return out
+
+
+def select_one(device, dtype_name, seed, index):
+    """One OpInfo's selection: (label, [(overload, [sample index, ...]), ...], why unusable or None)."""
+    op = op_db()[index]
+    dtype = DTYPES[dtype_name]
+    label = op.name + (f" ({op.variant_test_name})" if op.variant_test_name else "")
+    try:
+        listed = samples(op, device, dtype, seed)
+    except Exception as e:
+        return label, [], f"{label}: its samples do not build here ({type(e).__name__})"
+    indices = OrderedDict()
+    why = defaultdict(int)
+    for idx, s in enumerate(listed):
         try:
-            listed = samples(op, device, dtype, seed)
-        except Exception as e:
-            unusable.append(f"{label}: its samples do not build here ({type(e).__name__})")
+            with _Tracer() as tracer:
+                ref = op.op(s.input, *s.args, **s.kwargs)
+            if len(tracer.ops) != 1:
+                why[f"{len(tracer.ops)} aten calls"] += 1
+                continue
+        except Exception:
+            why["the OpInfo's call fails"] += 1
             continue
-        indices = defaultdict(list)
-        why = defaultdict(int)
-        for idx, s in enumerate(listed):
-            try:
-                with _Tracer() as tracer:
-                    ref = op.op(s.input, *s.args, **s.kwargs)
-                if len(tracer.ops) != 1:
-                    why[f"{len(tracer.ops)} aten calls"] += 1
-                    continue
-            except Exception:
-                why["the OpInfo's call fails"] += 1
-                continue
-            try:
-                res = tracer.ops[0](s.input, *s.args, **s.kwargs)
-            except Exception:
-                why[f"{tracer.ops[0]} rejects the sample's arguments"] += 1
-                continue
-            if allclose(ref, res):
-                indices[tracer.ops[0]].append(idx)
-            else:
-                why[f"{tracer.ops[0]} differs"] += 1
-        if not indices:
-            reasons = ", ".join(f"{n} {w}" for w, n in sorted(why.items(), key=lambda x: -x[1]))
-            unusable.append(f"{label}: none of its {len(listed)} samples traces to one aten "
-                            f"operator that reproduces it ({reasons})")
-        for overload, found in indices.items():
-            inputs = by_op.setdefault(str(overload), [])
-            inputs.extend(sample_text(op.name, op.variant_test_name, dtype_name, i, seed)
-                          for i in found)
+        if _random_output(tracer.ops[0]):
+            why[f"{tracer.ops[0]} has an uninitialised or random result (left out, as BackendBench does)"] += 1
+            continue
+        try:
+            res = tracer.ops[0](s.input, *s.args, **s.kwargs)
+        except Exception:
+            why[f"{tracer.ops[0]} rejects the sample's arguments"] += 1
+            continue
+        if allclose(ref, res):
+            indices.setdefault(str(tracer.ops[0]), []).append(idx)
+        else:
+            why[f"{tracer.ops[0]} differs"] += 1
+    if not indices:
+        reasons = ", ".join(f"{n} {w}" for w, n in sorted(why.items(), key=lambda x: -x[1]))
+        return label, [], (f"{label}: none of its {len(listed)} samples traces to one aten "
+                           f"operator that reproduces it ({reasons})")
+    return label, list(indices.items()), None
+
+
+def _worker_start():
+    # Each worker one intra-op thread: the workers are the parallelism.
+    torch.set_num_threads(1)
+    op_db()
+
+
+def _worker_select(task):
+    return select_one(*task)
+
+
+def workers_for(n):
+    configured = os.environ.get("BBCLUSTER_OPINFO_WORKERS")
+    if configured:
+        return max(1, int(configured))
+    # Each worker pays its own start (torch and op_db, a few seconds): worth it with cores to
+    # spare, not on two.
+    return max(1, min(8, (os.cpu_count() or 1) // 2, n // 8))
+
+
+def plan(device, dtype_name, seed, tokens):
+    """(ops, unusable): the suite, and "NAME: why" per OpInfo kept none of its samples. The
+    same whatever the workers: each OpInfo's samples are listed after seeding, and the
+    results are taken in op_db's order."""
+    candidates = _candidates(device, DTYPES[dtype_name], tokens)
+    tasks = [(device, dtype_name, seed, i) for i in candidates]
+    n = workers_for(len(tasks))
+    if n > 1:
+        import multiprocessing
+        # spawn: a forked child of a process that ran torch's threads or CUDA can hang.
+        with multiprocessing.get_context("spawn").Pool(n, initializer=_worker_start) as pool:
+            selected = pool.map(_worker_select, tasks, chunksize=1)
+    else:
+        selected = [select_one(*t) for t in tasks]
+    by_op = OrderedDict()
+    unusable = []
+    for task, (_, found, why) in zip(tasks, selected):
+        op = op_db()[task[-1]]
+        if why:
+            unusable.append(why)
+        for overload, kept in found:
+            by_op.setdefault(overload, []).extend(
+                sample_text(op.name, op.variant_test_name, dtype_name, k, seed) for k in kept)
     return [{"op": name, "inputs": inputs} for name, inputs in by_op.items()], unusable
 
 
@@ -223,19 +361,32 @@ def sample_hash(text, device):
 def main(argv):
     if len(argv) >= 6 and argv[1] == "plan":
         device, dtype_name, seed, out = argv[2], argv[3], int(argv[4]), argv[5]
+        rest = argv[6:]
+        cache_dir = None
+        if "--cache" in rest:
+            at = rest.index("--cache")
+            if at + 1 >= len(rest):
+                print("--cache needs a folder", file=sys.stderr)
+                return 2
+            cache_dir = rest[at + 1]
+            del rest[at:at + 2]
         if dtype_name not in DTYPES:
             print(f"dtype {dtype_name} is not one of {', '.join(DTYPES)}", file=sys.stderr)
             return 2
+        start = time.monotonic()
         try:
-            ops, unusable = plan(device, dtype_name, seed, argv[6:])
+            ops, unusable = plan(device, dtype_name, seed, rest)
         except ImportError as e:
             print(str(e), file=sys.stderr)
             return 1
-        temporary = f"{out}.{os.getpid()}.tmp"
-        with open(temporary, "w") as f:
-            json.dump({"torch": torch.__version__, "device": device, "dtype": dtype_name,
-                       "ops": ops, "unusable": unusable}, f)
-        os.replace(temporary, out)
+        selection = {"torch": torch.__version__, "device": device, "dtype": dtype_name,
+                     "ops": ops, "unusable": unusable, "cached": False,
+                     "seconds": round(time.monotonic() - start, 3)}
+        write_json(selection, out)
+        key = cache_key(device, dtype_name, argv[4], rest) if cache_dir else None
+        if key:
+            os.makedirs(cache_dir, exist_ok=True)
+            write_json(selection, os.path.join(cache_dir, key + ".json"))
         return 0
     if len(argv) == 4 and argv[1] == "hash":
         print(sample_hash(argv[2], argv[3]))

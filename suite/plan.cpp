@@ -20,7 +20,7 @@ bool load_opinfo_plan(const std::string& path, suite& loaded, sweep_plan& plan) 
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-    loaded.name = "opinfo";
+    loaded.name = plan.work.name = "opinfo";
     for (auto& op : j.at("ops")) {
       op_inputs x{op.at("op").get<std::string>(), op.at("inputs").get<std::vector<std::string>>(), {}};
       plan.lines += x.correctness.size();
@@ -33,9 +33,16 @@ bool load_opinfo_plan(const std::string& path, suite& loaded, sweep_plan& plan) 
     return false;
   }
   if (loaded.ops.empty()) {
+    // Why not, OpInfo by OpInfo (a few).
+    constexpr size_t shown = 5;
+    std::string why;
+    for (size_t i = 0; i < plan.skipped_ops.size() && i < shown; ++i)
+      why += "\n  " + plan.skipped_ops[i];
+    if (plan.skipped_ops.size() > shown)
+      why += "\n  ... and " + std::to_string(plan.skipped_ops.size() - shown) + " more";
     plan.fatal = "the opinfo suite has no operator with a usable sample here (torch "
                  + j.value("torch", std::string("?")) + ", " + j.value("device", std::string("?"))
-                 + ", " + j.value("dtype", std::string("?")) + ")";
+                 + ", " + j.value("dtype", std::string("?")) + ")" + (why.empty() ? "" : ":" + why);
     return false;
   }
   return true;
@@ -173,9 +180,15 @@ std::string format_op_list(const suite& s, const std::vector<std::string>& schem
 }
 
 std::string format_exclusions(const sweep_plan& plan) {
-  if (plan.excluded_rows == 0 && plan.not_overhead_rows == 0)
+  if (plan.excluded_rows == 0 && plan.not_overhead_rows == 0 && plan.skipped_ops.empty())
     return "";
   std::string out = "\n";
+  if (!plan.skipped_ops.empty()) {
+    out += std::to_string(plan.skipped_ops.size()) + " operators left out as BackendBench's " + plan.work.name
+           + " suite leaves them out:\n";
+    for (auto& why : plan.skipped_ops)
+      out += "  " + why + "\n";
+  }
   if (plan.not_overhead_rows > 0)
     out += std::to_string(plan.not_overhead_rows)
            + " rows left out: not is_overhead_dominated_op (--check-overhead-dominated-ops)\n";

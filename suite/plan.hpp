@@ -57,9 +57,9 @@ sweep_plan make_plan(const plan_request& req);
 /// as the runner resolved them, in suite order; empty for an op this torch lacks).
 std::string format_op_list(const suite& s, const std::vector<std::string>& schemas);
 
-/// What --list adds after the table for data with included_in_benchmark: the rows left out
-/// per why_excluded reason, and the operators of the data none of whose rows are included.
-/// Empty when nothing was left out.
+/// What --list adds after the table: the operators the suite leaves out with why, and for
+/// data with included_in_benchmark the rows left out per why_excluded reason and the
+/// operators of the data none of whose rows are included. Empty when nothing was left out.
 std::string format_exclusions(const sweep_plan& plan);
 
 } // namespace bb

@@ -376,6 +376,26 @@ TEST_CASE("opinfo: BackendBench's sample counts, aten against itself 1.00, the s
   REQUIRE(list.status == 0);
   CHECK(listed_counts(list.out) == expected);
   CHECK(list.err.find("float32 samples on cpu") != std::string::npos);
+  CHECK(list.err.find("kept in") != std::string::npos);
+  // The second run on this machine reads the first one's selection: the same suite.
+  auto again = run(dir, env + bbcluster + " --suite opinfo --ops nn.functional.relu,add,mm,softmax,index_select --list");
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  CHECK(again.err.find("made on this kind of machine before") != std::string::npos);
+  CHECK(again.out == list.out);
+  // Operators whose result is uninitialised memory or random are left out, with the reason:
+  // whether they "reproduce" is chance, and the suite would change from run to run.
+  auto random = run(dir, env + bbcluster + " --suite opinfo --ops empty_like,new_empty,bernoulli,relu --list");
+  REQUIRE(random.status == 0);
+  CHECK(listed_counts(random.out).size() == 1);
+  CHECK(random.out.find("3 operators left out") != std::string::npos);
+  CHECK(random.out.find("aten.empty_like.default has an uninitialised or random result") != std::string::npos);
+  CHECK(random.out.find("aten.new_empty.default has an uninitialised or random result") != std::string::npos);
+  CHECK(random.out.find("aten.bernoulli.default has an uninitialised or random result") != std::string::npos);
+  // With none left, the error says why each was left out.
+  auto none = run(dir, env + bbcluster + " --suite opinfo --ops empty_like --list");
+  CHECK(none.status != 0);
+  CHECK(none.err.find("empty_like: none of its") != std::string::npos);
 
   auto sweep = run(dir, "cd " + dir.path + " && " + env + bbcluster
                           + " --suite opinfo --ops relu,add,mm,index_select --devices 2 --log-dir run");
