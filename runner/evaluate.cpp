@@ -687,9 +687,14 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   built_call bufs[2];
   prepared_input ref_in[2], in[2];
   built_call both; // every tensor of both buffers: outputs that are these are not poisoned
+  input_refresher refreshers[2];
   own("preparing the timed inputs", [&] {
     bufs[0] = clone_call(*st.call);
     bufs[1] = clone_call(*st.call);
+    if (checks_on(ctx)) {
+      refreshers[0] = input_refresher(bufs[0], ctx.device);
+      refreshers[1] = input_refresher(bufs[1], ctx.device);
+    }
     ref_in[0] = prepare_shared(bufs[0], schema, &ctx.reference);
     in[0] = prepare_shared(bufs[1], schema, &ctx.impl);
     ref_in[1] = prepare_shared(bufs[1], schema, &ctx.reference);
@@ -786,9 +791,9 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
     side.before = [&, kernel_side, side_index](const call_point& p) {
       hook_clock hook{hook_seconds};
       own("refreshing the timed inputs", [&] {
-        auto& buf = bufs[(p.round + (kernel_side ? 1 : 0)) % 2];
-        refresh_floats(buf, call_seed(seed, measurement, p.round, p.index, p.timed, p.checked ? p.rank : -1),
-                       ctx.device);
+        auto which = (p.round + (kernel_side ? 1 : 0)) % 2;
+        auto& buf = bufs[which];
+        refreshers[which].refresh(call_seed(seed, measurement, p.round, p.index, p.timed, p.checked ? p.rank : -1));
         if (p.timed && p.checked) {
           if (auto* slot = slot_of(side_index, p)) {
             slot->round = -1; // until its output is copied too

@@ -212,42 +212,61 @@ uint64_t process_secret() {
 
 } // namespace
 
-void refresh_floats(built_call& call, uint64_t seed, const at::Device& device) {
-  // The generator only where the fast CPU fill does not serve: made for every call, it would
-  // allocate between timed calls.
-  std::optional<at::Generator> made;
-  auto gen = [&]() -> at::Generator& {
-    if (!made)
-      made = make_input_generator(seed, device);
-    return *made;
-  };
+input_refresher::input_refresher(const built_call& call, const at::Device& device) : device_(device) {
   bool any_float = has_float_tensors(call);
-  uint64_t stream = seed;
   each_tensor(call, [&](const at::Tensor& t) {
     if (is_float(t)) {
-      stream = mix(stream, 0x5eed);
-      if (auto whole = whole_storage(t, real_type(t)); whole.defined() && !fill_uniform_cpu(whole, stream))
-        whole.uniform_(0.0, 1.0, gen());
+      if (auto whole = whole_storage(t, real_type(t)); whole.defined())
+        parts_.push_back({whole, true, {}, {}});
     } else if (!any_float && t.numel() > 1) {
+      if (auto whole = whole_storage(t, t.scalar_type()); whole.defined() && whole.numel() > 1) {
+        auto options = at::TensorOptions().dtype(at::kLong).device(device);
+        parts_.push_back({whole, false, at::empty({whole.numel()}, options), at::empty_like(whole)});
+      }
+    }
+  });
+}
+
+void input_refresher::refresh(uint64_t seed) {
+  // One generator for the refresher's life, reseeded (its offset back to 0) for each call:
+  // the values of a fresh generator of that seed, without making one between timed calls.
+  uint64_t stream = seed;
+  bool seeded = false;
+  for (auto& part : parts_) {
+    if (part.floating) {
+      stream = mix(stream, 0x5eed);
+      if (fill_uniform_cpu(part.whole, stream))
+        continue;
+      if (!generator_)
+        generator_ = make_input_generator(seed, device_);
+      else if (!seeded)
+        generator_->set_current_seed(seed);
+      seeded = true;
+      part.whole.uniform_(0.0, 1.0, *generator_);
+    } else {
       // A call of integer and bool tensors only: their values reordered, so that every index
       // or count the operator took stays one it takes, and a replay by pointer is wrong.
       // The order is an affine map i -> (a i + b) mod n with a coprime to n, drawn from the
       // seed on the host: randperm would do for n of 30000 and more, but below that CUDA's
       // runs on the host and copies from pageable memory, a synchronization before every timed
-      // call that lays the kernel's launch overhead bare in its measured time.
-      if (auto whole = whole_storage(t, t.scalar_type()); whole.defined() && whole.numel() > 1) {
-        auto n = static_cast<uint64_t>(whole.numel());
-        stream = mix(stream, 0x0dd);
-        uint64_t a = 1 + mix(stream, 1) % std::min<uint64_t>(n - 1, uint64_t{1} << 31);
-        while (std::gcd(a, n) != 1)
-          a = a % (n - 1) + 1;
-        uint64_t b = 1 + mix(stream, 2) % (n - 1); // never the identity
-        auto order = at::arange(static_cast<int64_t>(n), at::TensorOptions().dtype(at::kLong).device(device));
-        order.mul_(static_cast<int64_t>(a)).add_(static_cast<int64_t>(b)).remainder_(static_cast<int64_t>(n));
-        whole.copy_(whole.index_select(0, order));
-      }
+      // call that lays the kernel's launch overhead bare in its measured time. Into buffers
+      // made once: nothing is allocated between timed calls.
+      auto n = static_cast<uint64_t>(part.whole.numel());
+      stream = mix(stream, 0x0dd);
+      uint64_t a = 1 + mix(stream, 1) % std::min<uint64_t>(n - 1, uint64_t{1} << 31);
+      while (std::gcd(a, n) != 1)
+        a = a % (n - 1) + 1;
+      uint64_t b = 1 + mix(stream, 2) % (n - 1); // never the identity
+      at::arange_out(part.order, static_cast<int64_t>(n));
+      part.order.mul_(static_cast<int64_t>(a)).add_(static_cast<int64_t>(b)).remainder_(static_cast<int64_t>(n));
+      at::index_select_out(part.reordered, part.whole, 0, part.order);
+      part.whole.copy_(part.reordered);
     }
-  });
+  }
+}
+
+void refresh_floats(built_call& call, uint64_t seed, const at::Device& device) {
+  input_refresher(call, device).refresh(seed);
 }
 
 uint64_t call_seed(uint64_t input_seed, uint64_t measurement, int64_t round, int64_t index,

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -28,6 +29,26 @@ namespace bb::runner {
 /// tensors (indices, masks) keep their values, except in a call that has no floating-point
 /// tensor, where their elements are put in an order drawn from `seed`.
 void refresh_floats(built_call& call, uint64_t seed, const at::Device& device);
+
+/// refresh_floats for one call refreshed again and again (the timed calls): what to refill
+/// and with which generator is found once, so that a refresh allocates nothing and makes no
+/// generator. The same values as refresh_floats from the same seed.
+class input_refresher {
+public:
+  input_refresher() = default;
+  input_refresher(const built_call& call, const at::Device& device);
+  void refresh(uint64_t seed);
+
+private:
+  struct part {
+    at::Tensor whole;     // the storage, whole
+    bool floating = true; // refilled; else reordered (a call without floating-point tensors)
+    at::Tensor order, reordered;
+  };
+  std::vector<part> parts_;
+  at::Device device_ = at::kCPU;
+  std::optional<at::Generator> generator_;
+};
 
 /// The content seed of one call: the same for both sides of a timing, different for every
 /// call of either measurement (`measurement`: 0 the first, 1 an outlier's measurement again),

@@ -732,6 +732,47 @@ TEST_CASE("refresh_floats reorders the integers of a call that has no floating-p
   CHECK(at::equal(idx, before_ints));
 }
 
+namespace {
+
+// A refresher refreshed again and again gives what refresh_floats gives, seed after seed, on
+// the same buffers.
+void check_refresher_matches(const at::Device& device) {
+  auto make = [&] {
+    built_call floats, ints;
+    floats.args = {at::zeros({1000}, at::TensorOptions().device(device)),
+                   at::zeros({7, 3}, at::TensorOptions().dtype(at::kHalf).device(device)),
+                   at::arange(5, at::TensorOptions().dtype(at::kLong).device(device))};
+    ints.args = {at::arange(300, at::TensorOptions().dtype(at::kLong).device(device))};
+    return std::make_pair(floats, ints);
+  };
+  auto [floats, ints] = make();
+  auto [floats1, ints1] = make();
+  input_refresher f(floats, device), i(ints, device);
+  for (uint64_t seed : {3u, 4u, 3u, 99u}) {
+    f.refresh(seed);
+    i.refresh(seed); // integers are reordered from their order before
+    refresh_floats(floats1, seed, device);
+    refresh_floats(ints1, seed, device);
+    for (size_t k = 0; k < floats.args.size(); ++k)
+      CHECK(at::equal(floats.args[k].toTensor(), floats1.args[k].toTensor()));
+    CHECK(at::equal(ints.args[0].toTensor(), ints1.args[0].toTensor()));
+    CHECK_FALSE(at::equal(ints.args[0].toTensor(), at::arange(300, ints.args[0].toTensor().options())));
+  }
+}
+
+} // namespace
+
+TEST_CASE("input_refresher gives refresh_floats' values, seed after seed", "[runner]") {
+  check_refresher_matches(at::kCPU);
+}
+
+TEST_CASE("input_refresher gives refresh_floats' values on CUDA, seed after seed", "[gpu]") {
+  if (!at::hasCUDA()) {
+    BB_SKIP("no GPU on this machine: [gpu] test skipped");
+  }
+  check_refresher_matches(at::Device(at::kCUDA, 0));
+}
+
 TEST_CASE("the checked calls of a round are drawn anew each time, one a round", "[runner]") {
   runner_options opts;
   opts.cpu_warmup = 1;
