@@ -15,17 +15,19 @@ seed before listing the OpInfo's samples, so every runner builds the same ones.
         nonzero_static, samples that list without error), the samples whose call traces to
         exactly one aten operator and whose result matches that operator's called directly.
         Operators whose result is uninitialised memory or random (empty_like, new_empty,
-        new_empty_strided, bernoulli, as BackendBench's dataset filter) are left out with
-        that reason: whether their result "matches" is chance, and the suite would differ
-        from run to run. A TOKEN matches an OpInfo by its name (BackendBench's rule), its
+        new_empty_strided, bernoulli, as BackendBench's dataset filter, and empty,
+        empty_strided, empty_permuted) are left out with that reason: whether their result
+        "matches" is chance, and the suite would differ from run to run. A TOKEN matches an OpInfo by its name (BackendBench's rule), its
         name under nn.functional, or its aten name; aten.X.Y and X.Y match as X. OUT.json:
         {"torch", "device", "dtype", "ops": [{"op": "aten.X.Y", "inputs": [text, ...]}, ...],
         "unusable": ["NAME: why none of its samples is kept", ...], "cached": bool,
         "seconds": selection time}.
         The OpInfos are selected in parallel processes (BBCLUSTER_OPINFO_WORKERS, default
         half the cores, at most 8). With --cache, a selection is kept in DIR under a key of
-        everything it depends on (torch's build, the device's model, the OpInfo database's
-        source, this file, DTYPE, SEED and the TOKENs) and reused, without importing torch.
+        everything it depends on (torch's build, the installed files of torch, numpy and
+        expecttest, Python's version, the device's model, the OpInfo database's source, this
+        file, DTYPE, SEED and the TOKENs) and reused, without importing torch. A selection
+        that met an out-of-memory or CUDA error is used but not kept.
     python bbcluster_opinfo.py hash TEXT DEVICE
         A SHA-256 of the sample TEXT names, built on DEVICE (its tensors' bytes and its
         other values), to check that two processes build the same sample.
@@ -71,8 +73,14 @@ def cache_key(device, dtype_name, seed, tokens):
     if torch_dir is None:
         return None
     h = hashlib.sha256()
+    site = os.path.dirname(torch_dir)
     files = [os.path.join(torch_dir, "version.py"), os.path.abspath(__file__)]
+    # Every file of torch and of the packages samples are made with, as installed (a
+    # dist-info's RECORD lists each file's hash), and the OpInfo database's sources.
+    for package in ("torch", "numpy", "expecttest"):
+        files += sorted(glob.glob(os.path.join(site, f"{package}-*.dist-info", "RECORD")))
     files += sorted(glob.glob(os.path.join(torch_dir, "testing", "_internal", "**", "*.py"), recursive=True))
+    h.update(sys.version.encode())
     for path in files:
         h.update(path.encode() + b"\0")
         try:
@@ -223,12 +231,16 @@ def _opinfo_matches(op, tokens):
 
 
 # Operators whose result is uninitialised memory or random: whether it "reproduces" is
-# chance. BackendBench's dataset filter leaves them out by these names.
-RANDOM_OUTPUT = ("empty_like", "new_empty", "new_empty_strided", "bernoulli")
+# chance. BackendBench's dataset filter leaves out the first four; the empty_* ones are
+# uninitialised too.
+RANDOM_OUTPUT = {"empty_like", "new_empty", "new_empty_strided", "bernoulli", "empty", "empty_strided",
+                 "empty_permuted"}
 
 
 def _random_output(overload):
-    return any(name in str(overload) for name in RANDOM_OUTPUT)
+    """aten.X.Y (or aten.X_.Y, in place) with X one of RANDOM_OUTPUT."""
+    parts = str(overload).split(".")
+    return len(parts) >= 2 and parts[1].rstrip("_") in RANDOM_OUTPUT
 
 
 def _candidates(device, dtype, tokens):
@@ -255,6 +267,7 @@ def select_one(device, dtype_name, seed, index):
     try:
         listed = samples(op, device, dtype, seed)
     except Exception as e:
+        _note_transient(e)
         return label, [], f"{label}: its samples do not build here ({type(e).__name__})"
     indices = OrderedDict()
     why = defaultdict(int)
@@ -265,7 +278,8 @@ def select_one(device, dtype_name, seed, index):
             if len(tracer.ops) != 1:
                 why[f"{len(tracer.ops)} aten calls"] += 1
                 continue
-        except Exception:
+        except Exception as e:
+            _note_transient(e)
             why["the OpInfo's call fails"] += 1
             continue
         if _random_output(tracer.ops[0]):
@@ -273,7 +287,8 @@ def select_one(device, dtype_name, seed, index):
             continue
         try:
             res = tracer.ops[0](s.input, *s.args, **s.kwargs)
-        except Exception:
+        except Exception as e:
+            _note_transient(e)
             why[f"{tracer.ops[0]} rejects the sample's arguments"] += 1
             continue
         if allclose(ref, res):
@@ -287,6 +302,18 @@ def select_one(device, dtype_name, seed, index):
     return label, list(indices.items()), None
 
 
+# Whether an error this process met says more of the machine's state than of the sample (out
+# of memory, a CUDA error): such a selection is used but not kept in the cache.
+_transient = False
+
+
+def _note_transient(e):
+    global _transient
+    text = f"{type(e).__name__}: {e}"
+    if isinstance(e, MemoryError) or "out of memory" in text.lower() or "CUDA error" in text:
+        _transient = True
+
+
 def _worker_start():
     # Each worker one intra-op thread: the workers are the parallelism.
     torch.set_num_threads(1)
@@ -294,7 +321,7 @@ def _worker_start():
 
 
 def _worker_select(task):
-    return select_one(*task)
+    return select_one(*task), _transient
 
 
 def workers_for(n):
@@ -302,8 +329,9 @@ def workers_for(n):
     if configured:
         return max(1, int(configured))
     # Each worker pays its own start (torch and op_db, a few seconds): worth it with cores to
-    # spare, not on two.
-    return max(1, min(8, (os.cpu_count() or 1) // 2, n // 8))
+    # spare, not on two. The cores this process may use (affinity, a Slurm allocation).
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(8, cores // 2, n // 8))
 
 
 def plan(device, dtype_name, seed, tokens):
@@ -313,11 +341,18 @@ def plan(device, dtype_name, seed, tokens):
     candidates = _candidates(device, DTYPES[dtype_name], tokens)
     tasks = [(device, dtype_name, seed, i) for i in candidates]
     n = workers_for(len(tasks))
+    global _transient
     if n > 1:
         import multiprocessing
-        # spawn: a forked child of a process that ran torch's threads or CUDA can hang.
-        with multiprocessing.get_context("spawn").Pool(n, initializer=_worker_start) as pool:
-            selected = pool.map(_worker_select, tasks, chunksize=1)
+        from concurrent.futures import ProcessPoolExecutor
+        # spawn: a forked child of a process that ran torch's threads or CUDA can hang. A
+        # worker that dies (a crash, the OOM killer) fails the selection (BrokenProcessPool)
+        # instead of hanging it.
+        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_worker_start) as pool:
+            answers = list(pool.map(_worker_select, tasks))
+        selected = [a for a, _ in answers]
+        _transient = _transient or any(t for _, t in answers)
     else:
         selected = [select_one(*t) for t in tasks]
     by_op = OrderedDict()
@@ -383,7 +418,10 @@ def main(argv):
                      "ops": ops, "unusable": unusable, "cached": False,
                      "seconds": round(time.monotonic() - start, 3)}
         write_json(selection, out)
-        key = cache_key(device, dtype_name, argv[4], rest) if cache_dir else None
+        if _transient:
+            print("an OpInfo's samples failed for a passing cause (out of memory, a CUDA error): "
+                  "this selection is not kept for the next run", file=sys.stderr)
+        key = cache_key(device, dtype_name, argv[4], rest) if cache_dir and not _transient else None
         if key:
             os.makedirs(cache_dir, exist_ok=True)
             write_json(selection, os.path.join(cache_dir, key + ".json"))

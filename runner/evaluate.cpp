@@ -928,9 +928,11 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   }
   // The timer's wall time less its hooks' host time (check_timed), split between the sides by
   // the time their calls took.
-  hook_seconds = std::min(hook_seconds, wall);
-  wall -= hook_seconds;
-  ctx.phases.seconds["check_timed"] += hook_seconds;
+  if (on) {
+    hook_seconds = std::min(hook_seconds, wall);
+    wall -= hook_seconds;
+    ctx.phases.seconds["check_timed"] += hook_seconds;
+  }
   double ref_share = hit ? 0.0 : timing.reference.mean_ms * static_cast<double>(timing.reference.calls);
   double ker_share = timing.kernel.mean_ms * static_cast<double>(timing.kernel.calls);
   double ref_part = ref_share + ker_share > 0 ? wall * ref_share / (ref_share + ker_share) : 0.0;

@@ -15,6 +15,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
@@ -212,22 +213,52 @@ uint64_t process_secret() {
 
 } // namespace
 
-input_refresher::input_refresher(const built_call& call, const at::Device& device) : device_(device) {
-  bool any_float = has_float_tensors(call);
-  each_tensor(call, [&](const at::Tensor& t) {
+input_refresher::input_refresher(const built_call& call, const at::Device& device) : call_(&call), device_(device) {
+  find_parts();
+}
+
+void input_refresher::find_parts() {
+  parts_.clear();
+  bool any_float = has_float_tensors(*call_);
+  each_tensor(*call_, [&](const at::Tensor& t) {
+    part p;
+    p.source = t;
+    if (t.has_storage()) {
+      p.storage = t.storage().unsafeGetStorageImpl();
+      p.nbytes = t.storage().nbytes();
+    }
     if (is_float(t)) {
-      if (auto whole = whole_storage(t, real_type(t)); whole.defined())
-        parts_.push_back({whole, true, {}, {}});
+      // Kept without a storage to refill too: every floating-point tensor draws its stream.
+      p.whole = whole_storage(t, real_type(t));
+      parts_.push_back(std::move(p));
     } else if (!any_float && t.numel() > 1) {
       if (auto whole = whole_storage(t, t.scalar_type()); whole.defined() && whole.numel() > 1) {
-        auto options = at::TensorOptions().dtype(at::kLong).device(device);
-        parts_.push_back({whole, false, at::empty({whole.numel()}, options), at::empty_like(whole)});
+        p.whole = whole;
+        p.floating = false;
+        auto options = at::TensorOptions().dtype(at::kLong).device(whole.device());
+        p.order = at::empty({whole.numel()}, options);
+        p.reordered = at::empty_like(whole);
+        parts_.push_back(std::move(p));
       }
     }
   });
 }
 
+bool input_refresher::storages_moved() const {
+  for (auto& p : parts_) {
+    const auto& t = p.source;
+    c10::StorageImpl* now = t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
+    if (now != p.storage || (now && t.storage().nbytes() != p.nbytes))
+      return true;
+  }
+  return false;
+}
+
 void input_refresher::refresh(uint64_t seed) {
+  // A tensor given another storage, or its storage resized (set_, resize_ by the code called
+  // on it): found again, so that what is refilled is what the next call reads.
+  if (call_ && storages_moved())
+    find_parts();
   // One generator for the refresher's life, reseeded (its offset back to 0) for each call:
   // the values of a fresh generator of that seed, without making one between timed calls.
   uint64_t stream = seed;
@@ -235,7 +266,7 @@ void input_refresher::refresh(uint64_t seed) {
   for (auto& part : parts_) {
     if (part.floating) {
       stream = mix(stream, 0x5eed);
-      if (fill_uniform_cpu(part.whole, stream))
+      if (!part.whole.defined() || fill_uniform_cpu(part.whole, stream))
         continue;
       if (!generator_)
         generator_ = make_input_generator(seed, device_);
@@ -411,7 +442,10 @@ const std::set<std::string>& relied_on() {
     "aten::detach", "aten::empty_strided", "aten::empty_like", "aten::randperm",
     "aten::index_select", "aten::masked_select", "aten::nonzero", "aten::item",
     "aten::_local_scalar_dense", "aten::resize_", "aten::contiguous", "aten::expand",
-    "aten::alias", "aten::_indices", "aten::_values", "aten::select", "aten::unbind"};
+    "aten::alias", "aten::_indices", "aten::_values", "aten::select", "aten::unbind",
+    // In place, as the timed calls' refresher uses them (in-place overloads are their own
+    // names: aten::mul_ is not aten::mul).
+    "aten::arange", "aten::mul_", "aten::add_", "aten::remainder_"};
   return names;
 }
 
@@ -563,6 +597,9 @@ std::map<std::string, std::string> process_state::read() const {
   v["fp16 reduction on the CPU"] = b(ctx.allowFP16ReductionCPU());
   v["TF32 in cuBLAS"] = b(ctx.allowTF32CuBLAS());
   v["TF32 in cuDNN"] = b(ctx.allowTF32CuDNN());
+  // Callbacks around every operator call (RecordFunction) can see and change a comparison's
+  // inputs or slow the reference alone, with no dispatcher table changed.
+  v["operator callbacks (RecordFunction)"] = b(at::hasGlobalCallbacks() || at::hasThreadLocalCallbacks());
 #ifdef BB_WITH_CUDA
   if (device_ == "cuda")
     v["current CUDA stream"] = std::to_string(c10::cuda::getCurrentCUDAStream().id());

@@ -32,7 +32,9 @@ void refresh_floats(built_call& call, uint64_t seed, const at::Device& device);
 
 /// refresh_floats for one call refreshed again and again (the timed calls): what to refill
 /// and with which generator is found once, so that a refresh allocates nothing and makes no
-/// generator. The same values as refresh_floats from the same seed.
+/// generator (found again when a tensor of the call was given another storage or its storage
+/// resized). The same values as refresh_floats from the same seed. `call` must outlive the
+/// refresher.
 class input_refresher {
 public:
   input_refresher() = default;
@@ -41,10 +43,16 @@ public:
 
 private:
   struct part {
-    at::Tensor whole;     // the storage, whole
+    at::Tensor source;    // the call's tensor
+    c10::StorageImpl* storage = nullptr; // its storage, and that storage's size, when found
+    size_t nbytes = 0;
+    at::Tensor whole;     // the storage, whole (undefined: nothing to refill)
     bool floating = true; // refilled; else reordered (a call without floating-point tensors)
     at::Tensor order, reordered;
   };
+  void find_parts();
+  bool storages_moved() const;
+  const built_call* call_ = nullptr; // outlives the refresher
   std::vector<part> parts_;
   at::Device device_ = at::kCPU;
   std::optional<at::Generator> generator_;

@@ -1,5 +1,6 @@
 // Torch first: c10's logging defines a CHECK of its own, which Catch's must replace.
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -376,6 +377,13 @@ TEST_CASE("process_state reports and restores threads, grad mode and dispatch ke
   ctx.setDeterministicAlgorithms(!deterministic, false);
   CHECK(contains(state.compare().global, "deterministic algorithms"));
   ctx.setDeterministicAlgorithms(deterministic, warn_only);
+  CHECK(state.compare().global.empty());
+
+  // A callback around every operator call: it could change a comparison's inputs.
+  auto handle = at::addGlobalCallback(at::RecordFunctionCallback(
+    [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> { return nullptr; }));
+  CHECK(contains(state.compare().global, "operator callbacks"));
+  at::removeCallback(handle);
   CHECK(state.compare().global.empty());
 }
 
@@ -764,6 +772,41 @@ void check_refresher_matches(const at::Device& device) {
 
 TEST_CASE("input_refresher gives refresh_floats' values, seed after seed", "[runner]") {
   check_refresher_matches(at::kCPU);
+}
+
+TEST_CASE("input_refresher refills the storage a tensor was moved to, not the one it left",
+          "[runner]") {
+  // A kernel that points its input at memory of its own (set_), or grows it (resize_), so
+  // that the refills go where the next call never reads and a replay goes unseen.
+  built_call call;
+  auto x = at::full({16}, -1.0f);
+  call.args = {x};
+  input_refresher r(call, at::kCPU);
+  r.refresh(1);
+  CHECK(all_true(x.ge(0.0f)));
+  auto left = x.storage();
+  auto kept = at::full({16}, -2.0f);
+  x.set_(kept);
+  r.refresh(2);
+  CHECK(all_true(kept.ge(0.0f)));
+  auto before = at::from_blob(left.mutable_data(), {16}).clone();
+  r.refresh(3);
+  CHECK(at::equal(at::from_blob(left.mutable_data(), {16}), before)); // no longer refilled
+  x.resize_({64});
+  x.fill_(-3.0f);
+  r.refresh(4);
+  CHECK(all_true(x.ge(0.0f)));
+  // A float tensor with nothing to refill still draws its stream: refresh_floats' values.
+  built_call with_empty, with_empty2;
+  with_empty.args = {at::empty({0}), at::zeros({8})};
+  with_empty2.args = {at::empty({0}), at::zeros({8})};
+  built_call alone;
+  alone.args = {at::zeros({8})};
+  input_refresher(with_empty, at::kCPU).refresh(5);
+  refresh_floats(with_empty2, 5, at::kCPU);
+  refresh_floats(alone, 5, at::kCPU);
+  CHECK(at::equal(with_empty.args[1].toTensor(), with_empty2.args[1].toTensor()));
+  CHECK_FALSE(at::equal(with_empty.args[1].toTensor(), alone.args[0].toTensor()));
 }
 
 TEST_CASE("input_refresher gives refresh_floats' values on CUDA, seed after seed", "[gpu]") {
