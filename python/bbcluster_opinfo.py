@@ -111,12 +111,32 @@ def from_cache(cache_dir, key, out):
     return True
 
 
-if __name__ == "__main__" and len(sys.argv) >= 6 and sys.argv[1] == "plan" and "--cache" in sys.argv:
-    _at = sys.argv.index("--cache")
-    _tokens = [t for i, t in enumerate(sys.argv[6:], 6) if i not in (_at, _at + 1)]
-    _key = cache_key(sys.argv[2], sys.argv[3], sys.argv[4], _tokens) if _at + 1 < len(sys.argv) else None
-    if _key and from_cache(sys.argv[_at + 1], _key, sys.argv[5]):
-        sys.exit(0)
+def plan_arguments(argv):
+    """`plan`'s arguments: (device, dtype name, seed text, out, cache folder or None, tokens).
+    Raises ValueError for --cache without a folder."""
+    rest = argv[6:]
+    cache_dir = None
+    if "--cache" in rest:
+        at = rest.index("--cache")
+        if at + 1 >= len(rest):
+            raise ValueError("--cache needs a folder")
+        cache_dir = rest[at + 1]
+        del rest[at:at + 2]
+    return argv[2], argv[3], argv[4], argv[5], cache_dir, rest
+
+
+# The cache's key, made once before torch is imported: a hit ends here; a miss stores the
+# selection under it.
+_cache_key = None
+if __name__ == "__main__" and len(sys.argv) >= 6 and sys.argv[1] == "plan":
+    try:
+        _device, _dtype, _seed, _out, _cache_dir, _tokens = plan_arguments(sys.argv)
+    except ValueError:
+        _cache_dir = None  # main() says what is wrong
+    if _cache_dir:
+        _cache_key = cache_key(_device, _dtype, _seed, _tokens)
+        if _cache_key and from_cache(_cache_dir, _cache_key, _out):
+            sys.exit(0)
 
 
 import torch  # noqa: E402 (the cache above needs none of it)
@@ -395,16 +415,12 @@ def sample_hash(text, device):
 
 def main(argv):
     if len(argv) >= 6 and argv[1] == "plan":
-        device, dtype_name, seed, out = argv[2], argv[3], int(argv[4]), argv[5]
-        rest = argv[6:]
-        cache_dir = None
-        if "--cache" in rest:
-            at = rest.index("--cache")
-            if at + 1 >= len(rest):
-                print("--cache needs a folder", file=sys.stderr)
-                return 2
-            cache_dir = rest[at + 1]
-            del rest[at:at + 2]
+        try:
+            device, dtype_name, seed_text, out, cache_dir, rest = plan_arguments(argv)
+        except ValueError as e:
+            print(str(e), file=sys.stderr)
+            return 2
+        seed = int(seed_text)
         if dtype_name not in DTYPES:
             print(f"dtype {dtype_name} is not one of {', '.join(DTYPES)}", file=sys.stderr)
             return 2
@@ -421,7 +437,7 @@ def main(argv):
         if _transient:
             print("an OpInfo's samples failed for a passing cause (out of memory, a CUDA error): "
                   "this selection is not kept for the next run", file=sys.stderr)
-        key = cache_key(device, dtype_name, argv[4], rest) if cache_dir and not _transient else None
+        key = _cache_key if cache_dir and not _transient else None
         if key:
             os.makedirs(cache_dir, exist_ok=True)
             write_json(selection, os.path.join(cache_dir, key + ".json"))

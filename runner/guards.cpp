@@ -457,30 +457,19 @@ template <class Tag, auto Member>
 struct private_member {
   friend constexpr auto member_of(Tag) { return Member; }
 };
-struct operator_def_of_handle {
-  friend constexpr auto member_of(operator_def_of_handle);
-};
-struct boxed_of_kernel {
-  friend constexpr auto member_of(boxed_of_kernel);
-};
-struct unboxed_of_kernel {
-  friend constexpr auto member_of(unboxed_of_kernel);
-};
-struct sym_unboxed_of_kernel {
-  friend constexpr auto member_of(sym_unboxed_of_kernel);
-};
-struct functor_of_boxed {
-  friend constexpr auto member_of(functor_of_boxed);
-};
-struct function_of_boxed {
-  friend constexpr auto member_of(function_of_boxed);
-};
-template struct private_member<operator_def_of_handle, &c10::OperatorHandle::operatorDef_>;
-template struct private_member<boxed_of_kernel, &c10::KernelFunction::boxed_kernel_func_>;
-template struct private_member<unboxed_of_kernel, &c10::KernelFunction::unboxed_kernel_func_>;
-template struct private_member<sym_unboxed_of_kernel, &c10::KernelFunction::sym_unboxed_kernel_func_>;
-template struct private_member<functor_of_boxed, &c10::BoxedKernel::functor_>;
-template struct private_member<function_of_boxed, &c10::BoxedKernel::boxed_kernel_func_>;
+// A tag whose member_of(tag{}) is a pointer to `member`.
+#define BB_PRIVATE_MEMBER(tag, member)                                                              \
+  struct tag {                                                                                      \
+    friend constexpr auto member_of(tag);                                                           \
+  };                                                                                                \
+  template struct private_member<tag, member>
+BB_PRIVATE_MEMBER(operator_def_of_handle, &c10::OperatorHandle::operatorDef_);
+BB_PRIVATE_MEMBER(boxed_of_kernel, &c10::KernelFunction::boxed_kernel_func_);
+BB_PRIVATE_MEMBER(unboxed_of_kernel, &c10::KernelFunction::unboxed_kernel_func_);
+BB_PRIVATE_MEMBER(sym_unboxed_of_kernel, &c10::KernelFunction::sym_unboxed_kernel_func_);
+BB_PRIVATE_MEMBER(functor_of_boxed, &c10::BoxedKernel::functor_);
+BB_PRIVATE_MEMBER(function_of_boxed, &c10::BoxedKernel::boxed_kernel_func_);
+#undef BB_PRIVATE_MEMBER
 
 // The keys a call on a CPU or CUDA tensor goes through. Other keys' entries (Meta, Python,
 // backends never used here) change as libraries register fake and meta kernels, which does not
@@ -557,23 +546,22 @@ dispatcher_fingerprint::dispatcher_fingerprint() {
   }();
   for (auto& n : names)
     if (auto h = d.findOp(n))
-      tables_.emplace(full_name(n), std::make_shared<const table>(table_of(*h)));
+      tables_.emplace(full_name(n), seen{n, std::make_shared<const table>(table_of(*h))});
 }
 
 dispatcher_fingerprint dispatcher_fingerprint::with(const c10::OperatorHandle& op) const {
   auto out = *this;
-  out.tables_[full_name(op.operator_name())] = std::make_shared<const table>(table_of(op));
+  const auto& n = op.operator_name();
+  out.tables_.insert_or_assign(full_name(n), seen{n, std::make_shared<const table>(table_of(op))});
   return out;
 }
 
 std::vector<std::string> dispatcher_fingerprint::changed() const {
   std::vector<std::string> out;
   auto& d = c10::Dispatcher::singleton();
-  for (auto& [name, hash] : tables_) {
-    auto dot = name.find('.');
-    c10::OperatorName n{name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1)};
-    auto h = d.findOp(n);
-    if (!h || !(table_of(*h) == *hash))
+  for (auto& [name, was] : tables_) {
+    auto h = d.findOp(was.name);
+    if (!h || !(table_of(*h) == *was.kernels))
       out.push_back(name);
   }
   return out;

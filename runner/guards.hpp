@@ -121,8 +121,13 @@ public:
   struct table;
 
 private:
-  // Shared: a runner's baseline is copied for every job.
-  std::map<std::string, std::shared_ptr<const table>> tables_;
+  // By full name ("aten::add.Tensor"); the table shared, since a runner's baseline is copied
+  // for every job.
+  struct seen {
+    c10::OperatorName name;
+    std::shared_ptr<const table> kernels;
+  };
+  std::map<std::string, seen> tables_;
 };
 
 /// Process-wide state a kernel could change to slow the reference or to bend the evaluation:
