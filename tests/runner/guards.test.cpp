@@ -22,6 +22,12 @@
 #include <thread>
 #include <vector>
 
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "runner/guards.hpp"
 #include "runner/inputs.hpp"
 #include "runner/runner.hpp"
@@ -189,6 +195,10 @@ TEST_CASE("call_seed differs by call, warm-up and measurement, a checked call's 
   CHECK(call_seed(1, 0, 2, 3, true, 0) != call_seed(1, 0, 2, 3, true, -1));
   // A warm-up call and a measurement again never see a first measurement's values.
   CHECK(call_seed(1, 0, 0, 3, false, -1) != call_seed(1, 0, 0, 3, true, -1));
+  // A preempted call made again: fresh values unless it is checked.
+  CHECK(call_seed(1, 0, 2, 3, true, -1, 1) != call_seed(1, 0, 2, 3, true, -1));
+  CHECK(call_seed(1, 0, 2, 3, true, -1, 1) != call_seed(1, 0, 2, 3, true, -1, 2));
+  CHECK(call_seed(1, 0, 2, 3, true, 0, 1) == call_seed(1, 0, 2, 3, true, 0));
   CHECK(call_seed(1, 1, 2, 3, true, -1) != call_seed(1, 0, 2, 3, true, -1));
   CHECK(call_seed(1, 1, 2, 3, true, 0) != call_seed(1, 0, 2, 3, true, 0));
   // Every call of five rounds of eight (two checked), with eight warm-up calls, distinct.
@@ -536,6 +546,77 @@ TEST_CASE("time_pair_synchronized on the CPU returns one mean per round and side
   CHECK(ref2.events.empty());
   CHECK(c.reference.mean_ms == 2.0);
   CHECK(c.kernel.round_means_ms.size() == 3);
+}
+
+TEST_CASE("the stricter CPU timer makes a preempted call again, at most three times more, the first timer never",
+          "[runner]") {
+  // A process spinning on this thread's core preempts a call that spins 30 ms (a time slice
+  // is a few milliseconds) every time it runs; a call of nothing almost never.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  int core = 0;
+  while (!CPU_ISSET(core, &allowed))
+    ++core;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(core, &one);
+  REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0);
+  pid_t spinner = fork();
+  REQUIRE(spinner >= 0);
+  if (spinner == 0) {
+    sched_setaffinity(0, sizeof one, &one);
+    for (volatile uint64_t i = 0;; ++i) {
+    }
+  }
+  struct stop {
+    pid_t pid;
+    cpu_set_t allowed;
+    ~stop() {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed);
+    }
+  } stopper{spinner, allowed};
+  hook_log ref, ker;
+  std::vector<std::string> order;
+  auto reference = logged_side(ref, order, "reference", {});
+  auto spinning = [](timed_side side) {
+    auto inner = side.call;
+    side.call = [inner](const call_point& p) {
+      inner(p);
+      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    };
+    return side;
+  };
+  auto kernel = spinning(logged_side(ker, order, "kernel", {}));
+  auto opts = quick_options();
+  time_pair_synchronized(reference, kernel, opts, 2);
+  std::map<std::pair<int64_t, int64_t>, std::vector<int>> tries; // (round, index) -> retries
+  for (auto& p : ker.call)
+    if (p.timed)
+      tries[{p.round, p.index}].push_back(p.retry);
+  REQUIRE(!tries.empty());
+  for (auto& [point, retries] : tries) {
+    INFO("round " << point.first << ", call " << point.second);
+    CHECK(retries == std::vector<int>{0, 1, 2, 3});
+  }
+  CHECK(ker.before.size() == ker.call.size());
+  CHECK(ker.after.size() == ker.call.size());
+  size_t first = 0, again = 0;
+  for (auto& p : ref.call)
+    if (p.timed)
+      (p.retry == 0 ? first : again) += 1;
+  CHECK(first > 0);
+  CHECK(again < first);
+
+  hook_log ker2;
+  auto kernel2 = spinning(logged_side(ker2, order, "kernel", {}));
+  time_pair(reference, kernel2, opts);
+  CHECK(!ker2.call.empty());
+  CHECK(std::all_of(ker2.call.begin(), ker2.call.end(), [](const call_point& p) { return p.retry == 0; }));
 }
 
 TEST_CASE("aten against itself is correct and unflagged with or without the exploit checks",
