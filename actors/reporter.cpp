@@ -54,18 +54,6 @@ private:
   double start_;
 };
 
-std::string summarize(const eval_result& r) {
-  if (r.outcome != outcome::ok)
-    return to_string(r.outcome) + (r.detail.empty() ? "" : ": " + r.detail);
-  auto s = score_result(r);
-  if (s.skipped)
-    return "skipped: " + s.skip_reason.substr(0, s.skip_reason.find('\n'));
-  char buf[160];
-  std::snprintf(buf, sizeof(buf), "%zu/%zu correct, speedup %.2fx", s.passed_inputs,
-                s.correctness_inputs, s.performance);
-  return buf;
-}
-
 // A job that did not run its inputs; an op this torch lacks is skipped, not failed.
 bool failed_as_a_whole(const eval_result& r) {
   return fails_job(r.outcome);
@@ -236,6 +224,8 @@ reporter_actor::behavior_type reporter(reporter_pointer self, reporter_config cf
       st.results.push_back(std::move(r));
       if (st.cfg.board)
         st.cfg.board->finished(st.results.back());
+      if (st.cfg.on_result)
+        st.cfg.on_result(st.results.back());
       if (!st.cfg.log_dir.empty())
         write_record(self, st.results.back());
       st.pace.changed();

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,6 +44,9 @@ struct reporter_config {
   std::map<std::string, std::string> not_evaluated;
   /// The settings the figures depend on, stated once in OVERALL_SUMMARY.md.
   std::map<std::string, std::string> conditions;
+  /// Called with each operator's terminal result once it is journaled, on the reporter's
+  /// thread (`bbcluster serve` streams it to the request's client); may be empty.
+  std::function<void(const eval_result&)> on_result;
 };
 
 caf::error validate(const reporter_config& cfg);

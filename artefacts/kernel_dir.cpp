@@ -32,21 +32,27 @@ bool has_entry_point(kernel_kind kind, const std::string& source, const std::str
 
 } // namespace
 
+std::string kernel_artefact(kernel_kind kind, std::string source, const std::string& entry,
+                            const std::string& path, artefact& out) {
+  out.kind = kind;
+  out.path = path;
+  out.source = std::move(source);
+  out.hash = sha256_hex(out.source);
+  out.entry = entry;
+  if (!has_entry_point(out.kind, out.source, out.entry))
+    return out.kind == kernel_kind::py ? "no function named " + out.entry + " (the entry point)"
+                            : "no BBCLUSTER_EXPORT_KERNEL(" + out.entry + ") (the entry point)";
+  return "";
+}
+
 std::string read_kernel_file(const std::string& path, const std::string& folder, artefact& out) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return "cannot read the file";
   std::stringstream ss;
   ss << in.rdbuf();
-  out.kind = kernel_kind_of(path).value_or(kernel_kind::none);
-  out.path = path;
-  out.source = ss.str();
-  out.hash = sha256_hex(out.source);
-  out.entry = folder + "_kernel_impl";
-  if (!has_entry_point(out.kind, out.source, out.entry))
-    return out.kind == kernel_kind::py ? "no function named " + out.entry + " (the entry point)"
-                            : "no BBCLUSTER_EXPORT_KERNEL(" + out.entry + ") (the entry point)";
-  return "";
+  return kernel_artefact(kernel_kind_of(path).value_or(kernel_kind::none), ss.str(), folder + "_kernel_impl",
+                         path, out);
 }
 
 kernel_dir_scan scan_kernel_dir(const std::string& dir) {

@@ -31,6 +31,11 @@ struct kernel_dir_scan {
 /// (`<folder>_kernel_impl`), is a problem, not a kernel.
 kernel_dir_scan scan_kernel_dir(const std::string& dir);
 
+/// A kernel of `kind` (py, cpp or cu) from its source, with its hash: "" or why it cannot run
+/// (no function or export named `entry`). `path` names where it came from, for reports.
+std::string kernel_artefact(kernel_kind kind, std::string source, const std::string& entry,
+                            const std::string& path, artefact& out);
+
 /// Reads one implementation file as an artefact; "" or why not (missing entry point, ...).
 std::string read_kernel_file(const std::string& path, const std::string& folder, artefact& out);
 

@@ -131,6 +131,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(bb, caf::first_custom_type_id)
   CAF_ADD_ATOM(bb, bb::atom, halt, "halt")
   CAF_ADD_ATOM(bb, bb::atom, shard, "shard")
   CAF_ADD_ATOM(bb, bb::atom, tick, "tick")
+  CAF_ADD_ATOM(bb, bb::atom, cancel, "cancel")
+  CAF_ADD_ATOM(bb, bb::atom, status, "status")
 CAF_END_TYPE_ID_BLOCK(bb)
 
 namespace bb {
@@ -187,6 +189,17 @@ using remote_slot_actor = evaluator_actor::extend<
   caf::reacts_to<atom::result, eval_result>,
   // The node is lost: fail the job in flight and quit.
   caf::reacts_to<atom::lost, std::string>>;
+
+/// The SLOT POOL of `bbcluster serve`: the cluster's evaluators shared by many requests of
+/// many clients, a free slot taking the next job of the next client in turn.
+using slot_pool_actor = caf::typed_actor<
+  // Evaluate one job of (client, request) on the next free slot in the client's turn; always
+  // answers with a terminal result (infra_error when the job was cancelled or its slot lost).
+  caf::replies_to<atom::evaluate, std::string, std::string, eval_job>::with<eval_result>,
+  // Drop the queued jobs of (client, request); a running one finishes, its result unused.
+  caf::reacts_to<atom::cancel, std::string, std::string>,
+  // Slots, busy slots and queued jobs per client, as a JSON object.
+  caf::replies_to<atom::status>::with<std::string>>;
 
 /// The COORDINATOR actor: splits a suite into jobs and drives each to a terminal state.
 using coordinator_actor = caf::typed_actor<

@@ -1,7 +1,8 @@
 // bbcluster: the coordinator process of a sweep. Parses the command line (BackendBench's
 // flags plus ours) and hands the sweep to nodes/sweep.hpp, which starts its parts, runs it
 // and prints BackendBench's three scores. `bbcluster keygen DIR [--force]` makes a cluster's
-// CURVE keys (replacing keys already in DIR only with --force); `bbcluster settings
+// CURVE keys (replacing keys already in DIR only with --force); `bbcluster serve` keeps the
+// cluster up for clients (programs/serve.hpp); `bbcluster settings
 // toml|markdown` prints every setting with its default (configs/default.toml) or as a table.
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "cluster/config.hpp"
 #include "cluster/curve_keys.hpp"
 #include "programs/cli.hpp"
+#include "programs/serve.hpp"
 #include "programs/sweep.hpp"
 
 namespace {
@@ -66,6 +68,14 @@ int main(int argc, char** argv) {
     return keygen(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "settings")
     return print_settings(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "serve") {
+    spdlog::set_default_logger(spdlog::stderr_color_mt("bbcluster"));
+    return bb::serve_main(std::vector<std::string>(argv + 2, argv + argc));
+  }
+  if (argc >= 2 && std::string(argv[1]) == "submit") {
+    spdlog::set_default_logger(spdlog::stderr_color_mt("bbcluster"));
+    return bb::submit_main(std::vector<std::string>(argv + 2, argv + argc));
+  }
   CLI::App app{"bbcluster: evaluates generated PyTorch operator kernels, BackendBench-compatible"};
   bb::program::flags f;
   bb::program::add_flags(app, f);

@@ -142,4 +142,16 @@ std::string format_skipped(const scores& s) {
   return out;
 }
 
+std::string summarize(const eval_result& r) {
+  if (r.outcome != outcome::ok)
+    return to_string(r.outcome) + (r.detail.empty() ? "" : ": " + r.detail);
+  auto s = score_result(r);
+  if (s.skipped)
+    return "skipped: " + s.skip_reason.substr(0, s.skip_reason.find('\n'));
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "%zu/%zu correct, speedup %.2fx", s.passed_inputs,
+                s.correctness_inputs, s.performance);
+  return buf;
+}
+
 } // namespace bb

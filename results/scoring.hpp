@@ -66,6 +66,10 @@ op_score score_result(const eval_result& r);
 /// scores.
 scores score_results(const std::vector<eval_result>& results, double p);
 
+/// One operator's result in a line: "3/3 correct, speedup 1.52x", "skipped: why" or the
+/// outcome with its detail.
+std::string summarize(const eval_result& r);
+
 /// A double as Python's repr writes it: 1.0, 1.5, 0.1.
 std::string python_float(double x);
 

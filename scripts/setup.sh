@@ -79,11 +79,13 @@ install_debian_packages
 python=$(python_with_torch)
 log "python: $python ($("$python" -c 'import torch; print("torch", torch.__version__)'))"
 # pyarrow reads BackendBench's .parquet for --data (converted once into a .jsonl cache);
-# expecttest lets torch's OpInfo database (the opinfo suite) import.
-for module in pyarrow expecttest; do
+# expecttest lets torch's OpInfo database (the opinfo suite) import; pyzmq and msgpack are
+# the Python client's (python/client, tested against bbcluster serve).
+for pair in pyarrow:pyarrow expecttest:expecttest zmq:pyzmq msgpack:msgpack; do
+  module=${pair%%:*} package=${pair#*:}
   if ! "$python" -c "import $module" 2>/dev/null; then
-    log "installing $module into $python"
-    "$python" -m pip install -q "$module" >&2 || log "$module not installed: see README (BackendBench's other flags)"
+    log "installing $package into $python"
+    "$python" -m pip install -q "$package" >&2 || log "$package not installed: see README"
   fi
 done
 

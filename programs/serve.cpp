@@ -1,0 +1,894 @@
+#include "programs/serve.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <set>
+
+#include <CLI/CLI.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "actors/coordinator.hpp"
+#include "actors/directory_generator.hpp"
+#include "actors/reporter.hpp"
+#include "actors/slot_pool.hpp"
+#include "artefacts/kernel_dir.hpp"
+#include "cluster/curve_keys.hpp"
+#include "messages/errors.hpp"
+#include "messages/runner_protocol.hpp"
+#include "programs/local_node.hpp"
+#include "results/journal.hpp"
+#include "results/scoring.hpp"
+#include "suite/ops.hpp"
+#include "suite/plan.hpp"
+#include "transport/zmq_wake.hpp"
+
+#include <sstream>
+#include <unistd.h>
+
+namespace bb {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string default_entry(const std::string& op_name) {
+  auto name = op_name.rfind("aten.", 0) == 0 ? op_name.substr(5) : op_name;
+  auto dot = name.rfind('.');
+  if (dot != std::string::npos && name.substr(dot + 1) == "default")
+    name = name.substr(0, dot);
+  return ops::op_name_to_folder_name(name) + "_kernel_impl";
+}
+
+std::string path_component(const std::string& name) {
+  std::string out;
+  for (char c : name)
+    out += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
+  if (out.empty() || out == "." || out == "..")
+    out = "_" + out;
+  return out.substr(0, 120);
+}
+
+namespace {
+
+// A setting's value as `--set` takes it: a string as it is, a number or a boolean as JSON
+// writes it.
+std::string setting_text(const json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+std::string field_string(const json& msg, const std::string& key, const std::string& fallback = "") {
+  auto it = msg.find(key);
+  if (it == msg.end() || it->is_null())
+    return fallback;
+  if (!it->is_string())
+    throw std::runtime_error("'" + key + "' must be a string");
+  return it->get<std::string>();
+}
+
+} // namespace
+
+std::string read_request(const json& msg, const settings& base, serve_request& out) {
+  try {
+    out.id = field_string(msg, "id");
+    if (out.id.empty())
+      return "'id' is missing: every request needs an id, unique per client";
+    auto kernels = msg.find("kernels");
+    if (kernels == msg.end() || !kernels->is_object() || kernels->empty())
+      return "'kernels' must map operator names to kernels (at least one)";
+    out.s = base;
+    if (auto st = msg.find("settings"); st != msg.end() && !st->is_null()) {
+      if (!st->is_object())
+        return "'settings' must map setting keys to values";
+      std::map<std::string, setting_scope> scopes;
+      for (auto& d : setting_docs())
+        scopes[d.key] = d.scope;
+      for (auto& [key, value] : st->items()) {
+        auto scope = scopes.find(key);
+        if (scope == scopes.end())
+          return "settings: unknown key '" + key + "' (bbcluster settings toml lists them)";
+        if (scope->second != setting_scope::sweep)
+          return "settings: '" + key + "' is the server's own (scope " + to_string(scope->second)
+                 + "); a request may set only sweep settings";
+        if (auto err = set_setting(out.s, key, setting_text(value), "the request's settings"))
+          return describe(err);
+      }
+    }
+    plan_request preq;
+    preq.suite_name = field_string(msg, "suite", "torchbench");
+    preq.data = field_string(msg, "data");
+    if (auto t = msg.find("topn"); t != msg.end() && !t->is_null()) {
+      if (!t->is_number_integer() || t->get<int64_t>() < 0)
+        return "'topn' must be a whole number >= 0";
+      preq.topn = t->get<size_t>();
+    }
+    for (auto& [name, k] : kernels->items())
+      preq.ops.push_back(name);
+    auto plan = make_plan(preq);
+    // The plan speaks of the command line's --ops; a request names its operators in kernels.
+    auto ours = [](std::string why) {
+      if (why.rfind("--ops ", 0) == 0)
+        why = "kernels: " + why.substr(6);
+      return why;
+    };
+    if (!plan.fatal.empty())
+      return ours(plan.fatal);
+    if (!plan.warnings.empty())
+      return ours(plan.warnings.front());
+    out.work = plan.work;
+    for (auto& op : out.work.ops) {
+      std::string token;
+      for (auto& [name, k] : kernels->items())
+        if (ops::matches(name, op.op_name)) {
+          token = name;
+          break;
+        }
+      auto& k = (*kernels)[token];
+      if (!k.is_object())
+        return "kernels: '" + token + "' must map to a kernel (kind, source)";
+      auto kind_text = field_string(k, "kind", "py");
+      auto kind = parse_enum<kernel_kind>(kind_text);
+      if (!kind || *kind == kernel_kind::none)
+        return "kernels: '" + token + "': unknown kind '" + kind_text + "' (py, cu, cpp or aten)";
+      artefact a;
+      if (*kind == kernel_kind::aten) {
+        a.kind = kernel_kind::aten;
+        a.hash = "aten";
+      } else {
+        auto source = field_string(k, "source");
+        if (source.empty())
+          return "kernels: '" + token + "': no source";
+        auto entry = field_string(k, "entry", default_entry(op.op_name));
+        auto name = field_string(k, "name", token + "." + kind_text);
+        if (auto why = kernel_artefact(*kind, source, entry, name, a); !why.empty())
+          return "kernels: '" + token + "' for " + op.op_name + ": " + why;
+      }
+      out.kernels.emplace_back(op.op_name, std::move(a));
+    }
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+namespace {
+
+std::atomic<int> stop_signal{0};
+
+extern "C" void on_serve_signal(int sig) {
+  stop_signal = sig;
+}
+
+using clock = std::chrono::steady_clock;
+
+// What the actors hand to the socket's thread: an operator's result, or a request's end.
+struct outgoing {
+  std::string key; // the request's: client key, newline, id
+  bool done = false;
+  eval_result result;
+  sweep_report report;
+  std::string error;
+};
+
+// The actors' side of the socket's thread: a queue and a wake-up.
+struct outbox {
+  zmq::context_t* ctx = nullptr;
+  std::string endpoint;
+  std::mutex m;
+  std::deque<outgoing> q;
+  void push(outgoing o) {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      q.push_back(std::move(o));
+    }
+    wake(*ctx, endpoint);
+  }
+  std::deque<outgoing> take() {
+    std::lock_guard<std::mutex> lock(m);
+    return std::exchange(q, {});
+  }
+};
+
+struct request_state {
+  std::string routing; // the client's ZeroMQ routing id ("" once it is gone)
+  std::string client;  // its key in the pool
+  std::string id;
+  std::string folder;
+  double p = 1.0;
+  bool cancelled = false;
+  std::vector<eval_result> results;
+  coordinator_actor coordinator;
+  generator_actor generator;
+  reporter_actor reporter;
+  std::vector<evaluator_actor> slots;
+};
+
+struct client_state {
+  std::string key; // name#n: its queue in the pool, its folder
+  std::string name;
+  clock::time_point last_heard;
+  std::set<std::string> open; // request ids
+};
+
+class server {
+public:
+  server(settings s, std::string run_dir, std::string keys) : s_(std::move(s)), run_dir_(std::move(run_dir)), keys_(std::move(keys)) {
+  }
+
+  std::string start() {
+    if (auto refusal = sandbox_refusal(s_); !refusal.empty())
+      return refusal;
+    std::error_code ec;
+    fs::create_directories(run_dir_ + "/requests", ec);
+    if (ec)
+      return "cannot make the run folder " + run_dir_ + ": " + ec.message();
+    if (!keys_.empty()) {
+      curve_keypair node, coordinator;
+      for (auto err : {read_curve_keys(keys_ + "/node.key", node), read_curve_keys(keys_ + "/coordinator.pub", coordinator)})
+        if (!err.empty())
+          return err;
+      secret_ = node.secret_key;
+      allowed_.assign(32, '\0');
+      if (!zmq_z85_decode(reinterpret_cast<uint8_t*>(allowed_.data()), coordinator.public_key.c_str()))
+        return keys_ + "/coordinator.pub: not a Z85 key";
+    } else if (!is_loopback_endpoint(s_.serve_listen)) {
+      return "serve.listen = " + s_.serve_listen + " is not a loopback address: without CURVE keys "
+             "(--keys DIR, from bbcluster keygen) the server listens on this machine only";
+    }
+    sys_cfg_.add_message_types<caf::id_block::bb>();
+    sys_ = std::make_unique<caf::actor_system>(sys_cfg_);
+    node_ = spawn_local_node(*sys_, s_, "local", run_dir_);
+    auto timeout = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(evaluate_timeout_s(s_)));
+    pool_ = sys_->spawn(slot_pool, node_.evaluators, timeout);
+    box_.ctx = &ctx_;
+    box_.endpoint = "inproc://bb-serve-wake";
+    wakeups_.bind(box_.endpoint);
+    router_.set(zmq::sockopt::linger, 0);
+    router_.set(zmq::sockopt::maxmsgsize, int64_t{64} << 20);
+    router_.set(zmq::sockopt::router_mandatory, 0);
+    zap_.set(zmq::sockopt::linger, 0);
+    wakeups_.set(zmq::sockopt::linger, 0);
+    if (!secret_.empty()) {
+      zap_.bind("inproc://zeromq.zap.01");
+      router_.set(zmq::sockopt::curve_server, 1);
+      router_.set(zmq::sockopt::curve_secretkey, secret_);
+      router_.set(zmq::sockopt::zap_domain, "bbcluster-serve");
+    }
+    try {
+      router_.bind(s_.serve_listen);
+    } catch (const zmq::error_t& e) {
+      return "cannot listen on " + s_.serve_listen + ": " + e.what();
+    }
+    bound_ = router_.get(zmq::sockopt::last_endpoint);
+    spdlog::info("serve: {} slots ({}) on {}{}; requests' reports under {}/requests", node_.evaluators.size(),
+                 node_.info.device.empty() ? "cpu" : node_.info.device, bound_,
+                 secret_.empty() ? " (loopback, no keys)" : " (CURVE)", run_dir_);
+    // For scripts and tests: the endpoint actually bound (a port 0 or * becomes a number).
+    std::ofstream(run_dir_ + "/endpoint") << bound_ << "\n";
+    return "";
+  }
+
+  int run() {
+    auto last_sweep = clock::now();
+    while (stop_signal == 0) {
+      zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
+                                 {wakeups_.handle(), 0, ZMQ_POLLIN, 0},
+                                 {secret_.empty() ? nullptr : zap_.handle(), 0,
+                                  static_cast<short>(secret_.empty() ? 0 : ZMQ_POLLIN), 0}};
+      if (!poll_some(items, 500))
+        continue;
+      if (!secret_.empty() && (items[2].revents & ZMQ_POLLIN))
+        answer_zap();
+      if (items[1].revents & ZMQ_POLLIN)
+        drain(wakeups_);
+      for (auto& o : box_.take())
+        deliver(std::move(o));
+      for (int n = 0; n < 64 && (items[0].revents & ZMQ_POLLIN); ++n)
+        if (!receive())
+          break;
+      if (clock::now() - last_sweep > std::chrono::seconds(1)) {
+        last_sweep = clock::now();
+        forget_silent_clients();
+      }
+    }
+    int sig = stop_signal;
+    spdlog::warn("serve: {} received: cancelling {} unfinished requests and stopping",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM", requests_.size());
+    stop();
+    return 128 + sig;
+  }
+
+  void stop() {
+    for (auto& [key, r] : requests_)
+      caf::anon_send(r.coordinator, atom::halt_v);
+    for (auto& [key, r] : requests_)
+      release(r);
+    requests_.clear();
+    if (sys_) {
+      caf::anon_send_exit(pool_, caf::exit_reason::user_shutdown);
+      pool_ = nullptr;
+      stop_local_node(*sys_, node_);
+      node_ = {};
+      sys_.reset();
+    }
+  }
+
+  ~server() {
+    stop();
+  }
+
+private:
+  void send(const std::string& routing, const json& msg) {
+    if (routing.empty())
+      return;
+    auto bytes = json::to_msgpack(msg);
+    router_.send(zmq::buffer(routing), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    router_.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::dontwait);
+  }
+
+  void refuse(const std::string& routing, const std::string& id, const std::string& why) {
+    json m{{"kind", "error"}, {"why", why}};
+    if (!id.empty())
+      m["id"] = id;
+    send(routing, m);
+  }
+
+  // One message from a client; false when none was waiting.
+  bool receive() {
+    zmq::message_t who, body;
+    if (!router_.recv(who, zmq::recv_flags::dontwait))
+      return false;
+    while (who.more() && router_.recv(body, zmq::recv_flags::dontwait) && body.more()) {
+    }
+    auto routing = who.to_string();
+    json msg;
+    try {
+      msg = json::from_msgpack(static_cast<const uint8_t*>(body.data()),
+                               static_cast<const uint8_t*>(body.data()) + body.size());
+    } catch (const std::exception& e) {
+      refuse(routing, "", std::string("not a msgpack map: ") + e.what());
+      return true;
+    }
+    if (!msg.is_object() || !msg.contains("kind") || !msg["kind"].is_string()) {
+      refuse(routing, "", "a message must be a map with a string 'kind'");
+      return true;
+    }
+    auto kind = msg["kind"].get<std::string>();
+    auto c = clients_.find(routing);
+    if (kind == "hello") {
+      hello(routing, msg);
+      return true;
+    }
+    if (c == clients_.end()) {
+      refuse(routing, "", "say hello first (kind 'hello', proto 1)");
+      return true;
+    }
+    c->second.last_heard = clock::now();
+    if (kind == "ping")
+      send(routing, {{"kind", "pong"}});
+    else if (kind == "evaluate")
+      evaluate(routing, c->second, msg);
+    else if (kind == "cancel")
+      cancel(routing, c->second, msg.value("id", std::string()));
+    else if (kind == "status")
+      status(routing);
+    else if (kind == "bye")
+      forget(routing, "said bye");
+    else
+      refuse(routing, msg.value("id", std::string()), "unknown kind '" + kind + "'");
+    return true;
+  }
+
+  void hello(const std::string& routing, const json& msg) {
+    if (msg.value("proto", 0) != 1) {
+      refuse(routing, "", "protocol " + std::to_string(msg.value("proto", 0)) + " is not this server's (1)");
+      return;
+    }
+    auto& c = clients_[routing];
+    if (c.key.empty()) {
+      c.name = msg.contains("client") && msg["client"].is_string() ? msg["client"].get<std::string>() : "client";
+      c.key = path_component(c.name) + "#" + std::to_string(++connections_);
+      spdlog::info("serve: client {} connected", c.key);
+    }
+    c.last_heard = clock::now();
+    send(routing, {{"kind", "welcome"}, {"proto", 1}, {"slots", node_.evaluators.size()},
+                   {"device", node_.info.device.empty() ? "cpu" : node_.info.device}, {"client", c.key},
+                   {"version", "bbcluster " BB_VERSION}});
+  }
+
+  void evaluate(const std::string& routing, client_state& c, const json& msg) {
+    auto id = msg.value("id", json()).is_string() ? msg["id"].get<std::string>() : std::string();
+    if (c.open.count(id)) {
+      refuse(routing, id, "request " + id + " is still running: ids must be unique per client");
+      return;
+    }
+    if (static_cast<int64_t>(c.open.size()) >= s_.serve_max_requests) {
+      refuse(routing, id, "this client has " + std::to_string(c.open.size()) + " unfinished requests, the most "
+                            "serve.max_requests allows; wait for one to finish");
+      return;
+    }
+    serve_request req;
+    if (auto why = read_request(msg, s_, req); !why.empty()) {
+      refuse(routing, id, why);
+      return;
+    }
+    auto key = c.key + "\n" + req.id;
+    auto& r = requests_[key];
+    r.routing = routing;
+    r.client = c.key;
+    r.id = req.id;
+    r.p = req.s.p;
+    r.folder = run_dir_ + "/requests/" + path_component(c.key) + "/" + path_component(req.id);
+    std::error_code ec;
+    fs::remove_all(r.folder, ec); // an id used again: the folder is the newest request's
+    fs::create_directories(r.folder, ec);
+    if (ec) {
+      requests_.erase(key);
+      refuse(routing, id, "cannot make the request's folder: " + ec.message());
+      return;
+    }
+    c.open.insert(req.id);
+    std::vector<directory_kernel> kernels;
+    json names = json::array();
+    for (auto& [op, a] : req.kernels) {
+      kernels.push_back({op, ops::op_name_to_folder_name(op), a});
+      names.push_back(op);
+    }
+    reporter_config rcfg;
+    rcfg.log_dir = r.folder;
+    rcfg.command = "bbcluster serve: request " + req.id + " of " + c.key;
+    rcfg.p = req.s.p;
+    rcfg.expected_jobs = req.work.ops.size();
+    rcfg.conditions = sweep_conditions_of(req.s);
+    rcfg.reports_interval_s = s_.reports_interval_s;
+    auto* box = &box_;
+    rcfg.on_result = [box, key](const eval_result& res) { box->push({key, false, res, {}, ""}); };
+    r.reporter = sys_->spawn<caf::detached>(reporter, std::move(rcfg));
+    r.generator = sys_->spawn(directory_generator, kernels);
+    for (size_t i = 0; i < node_.evaluators.size(); ++i)
+      r.slots.push_back(sys_->spawn(pool_slot, pool_, c.key, req.id));
+    coordinator_config ccfg;
+    ccfg.work = req.work;
+    ccfg.max_attempts = static_cast<uint32_t>(req.s.max_attempts);
+    ccfg.job_settings = pack_settings(runner_options_of(req.s));
+    // A job may wait in the pool behind other clients' work for as long as they take: the
+    // pool bounds each evaluation on its slot (evaluate_timeout_s), the request's coordinator
+    // only a job that never comes back at all.
+    ccfg.evaluate_timeout = std::chrono::hours(24 * 365);
+    r.coordinator = sys_->spawn(coordinator, ccfg, r.generator, r.slots, r.reporter, node_.compiler);
+    auto coordinator_handle = r.coordinator;
+    sys_->spawn([box, key, coordinator_handle](caf::event_based_actor* self) {
+      self->request(coordinator_handle, caf::infinite, atom::run_v)
+        .then([=](sweep_report& report) { box->push({key, true, {}, std::move(report), ""}); },
+              [=](caf::error& err) { box->push({key, true, {}, {}, describe(err)}); });
+    });
+    spdlog::info("serve: {} request {}: {} operators", c.key, req.id, req.work.ops.size());
+    send(routing, {{"kind", "accepted"}, {"id", req.id}, {"ops", names}, {"folder", fs::absolute(r.folder, ec).string()}});
+  }
+
+  void cancel(const std::string& routing, client_state& c, const std::string& id) {
+    auto it = requests_.find(c.key + "\n" + id);
+    if (it == requests_.end()) {
+      refuse(routing, id, "no unfinished request " + id + " of this client");
+      return;
+    }
+    halt(it->second);
+    send(routing, {{"kind", "cancelled"}, {"id", id}});
+  }
+
+  void halt(request_state& r) {
+    if (r.cancelled)
+      return;
+    r.cancelled = true;
+    caf::anon_send(pool_, atom::cancel_v, r.client, r.id);
+    caf::anon_send(r.coordinator, atom::halt_v);
+  }
+
+  // A client gone (bye, or silent too long): its requests are cancelled; their ends go nowhere.
+  void forget(const std::string& routing, const std::string& why) {
+    auto c = clients_.find(routing);
+    if (c == clients_.end())
+      return;
+    if (!c->second.open.empty())
+      spdlog::info("serve: client {} {}: cancelling its {} unfinished requests", c->second.key, why,
+                   c->second.open.size());
+    for (auto& id : c->second.open) {
+      auto r = requests_.find(c->second.key + "\n" + id);
+      if (r == requests_.end())
+        continue;
+      r->second.routing.clear();
+      halt(r->second);
+    }
+    clients_.erase(c);
+  }
+
+  void forget_silent_clients() {
+    auto limit = std::chrono::duration<double>(s_.serve_client_timeout_s);
+    std::vector<std::string> silent;
+    for (auto& [routing, c] : clients_)
+      if (clock::now() - c.last_heard > limit)
+        silent.push_back(routing);
+    for (auto& routing : silent)
+      forget(routing, "was silent for " + std::to_string(static_cast<int>(s_.serve_client_timeout_s)) + " s");
+  }
+
+  void status(const std::string& routing) {
+    json pool = json::object();
+    {
+      caf::scoped_actor self{*sys_};
+      self->request(pool_, std::chrono::seconds(5), atom::status_v)
+        .receive([&](std::string& text) { pool = json::parse(text); },
+                 [&](caf::error& err) { pool["error"] = describe(err); });
+    }
+    json open = json::object();
+    json clients = json::array();
+    for (auto& [routing_id, c] : clients_) {
+      clients.push_back(c.key);
+      open[c.key] = c.open.size();
+    }
+    send(routing, {{"kind", "status"}, {"slots", pool.value("slots", 0)}, {"busy", pool.value("busy", 0)},
+                   {"queued", pool.value("queued", json::object())}, {"running", pool.value("running", json::object())},
+                   {"requests", open}, {"clients", clients}});
+  }
+
+  void deliver(outgoing o) {
+    auto it = requests_.find(o.key);
+    if (it == requests_.end())
+      return;
+    auto& r = it->second;
+    if (!o.done) {
+      r.results.push_back(o.result);
+      json record = o.result;
+      send(r.routing, {{"kind", "result"}, {"id", r.id}, {"result", record}});
+      return;
+    }
+    auto s = score_results(r.results, r.p);
+    json done{{"kind", "done"},
+              {"id", r.id},
+              {"scores",
+               {{"correctness", s.correctness}, {"performance", s.performance}, {"perf_at_p", s.perf_at_p},
+                {"perf_at_p_significant", s.perf_at_p_significant}}},
+              {"scores_text", o.report.scores_text},
+              {"cancelled", r.cancelled || o.report.partial},
+              {"folder", r.folder}};
+    if (!o.error.empty())
+      done["error"] = o.error;
+    send(r.routing, done);
+    spdlog::info("serve: {} request {} done{}", r.client, r.id, r.cancelled ? " (cancelled)" : "");
+    for (auto& [routing, c] : clients_)
+      if (c.key == r.client)
+        c.open.erase(r.id);
+    release(r);
+    requests_.erase(it);
+  }
+
+  void release(request_state& r) {
+    for (auto& a : r.slots)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(r.coordinator, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(r.generator, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(r.reporter, caf::exit_reason::user_shutdown);
+  }
+
+  // One ZAP request (RFC 27): a client that presents the coordinator's key passes.
+  void answer_zap() {
+    std::vector<zmq::message_t> frames;
+    for (;;) {
+      zmq::message_t part;
+      if (!zap_.recv(part, zmq::recv_flags::dontwait))
+        break;
+      bool more = part.more();
+      frames.push_back(std::move(part));
+      if (!more)
+        break;
+    }
+    if (frames.size() < 6)
+      return;
+    bool ok = frames.size() >= 7 && frames[5].to_string() == "CURVE" && frames[6].to_string() == allowed_;
+    if (!ok)
+      spdlog::warn("serve: refused a client from {} whose key is not the coordinator's", frames[3].to_string());
+    zap_.send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
+    zap_.send(frames[1], zmq::send_flags::sndmore);
+    zap_.send(zmq::buffer(std::string(ok ? "200" : "400")), zmq::send_flags::sndmore);
+    zap_.send(zmq::buffer(std::string(ok ? "OK" : "not the coordinator's key")), zmq::send_flags::sndmore);
+    zap_.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+    zap_.send(zmq::str_buffer(""));
+  }
+
+  settings s_;
+  std::string run_dir_, keys_, secret_, allowed_, bound_;
+  caf::actor_system_config sys_cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  local_node node_;
+  slot_pool_actor pool_;
+  zmq::context_t ctx_;
+  // Destroyed in reverse: the router (and its handshakes) before the ZAP socket they ask.
+  zmq::socket_t zap_{ctx_, zmq::socket_type::rep};
+  zmq::socket_t wakeups_{ctx_, zmq::socket_type::pull};
+  zmq::socket_t router_{ctx_, zmq::socket_type::router};
+  outbox box_;
+  std::map<std::string, client_state> clients_;
+  std::map<std::string, request_state> requests_;
+  uint64_t connections_ = 0;
+};
+
+} // namespace
+
+int serve_main(const std::vector<std::string>& args) {
+  CLI::App app{"bbcluster serve: keeps the cluster's slots warm and evaluates the kernels clients submit "
+               "(docs/serving.md)"};
+  std::string config, listen, keys, log_dir, log_level;
+  int64_t devices = -1;
+  std::vector<std::string> set;
+  app.add_option("--config", config, "settings file (TOML)");
+  app.add_option("--listen", listen, "ZeroMQ endpoint for clients (serve.listen; default tcp://127.0.0.1:5590)");
+  app.add_option("--keys", keys, "CURVE keys folder from bbcluster keygen (nodes.keys): clients need coordinator.key");
+  app.add_option("--devices", devices, "evaluator slots (evaluator.devices)");
+  app.add_option("--log-dir", log_dir, "run folder: each request's reports go under requests/ (run.log_dir)");
+  app.add_option("--log-level", log_level, "log level (log.level)");
+  app.add_option("--set", set, "KEY=VALUE: any setting");
+  std::vector<std::string> argv_words{"bbcluster serve"};
+  argv_words.insert(argv_words.end(), args.begin(), args.end());
+  std::vector<char*> words;
+  for (auto& w : argv_words)
+    words.push_back(w.data());
+  try {
+    app.parse(static_cast<int>(words.size()), words.data());
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "bbcluster serve: error: " << e.what() << " (see --help)\n";
+    return 2;
+  }
+  settings s = default_settings();
+  auto fail = [](const std::string& why) {
+    std::cerr << "bbcluster serve: " << why << "\n";
+    return 2;
+  };
+  if (!config.empty())
+    if (auto err = load_settings(config, s))
+      return fail(describe(err));
+  for (auto& kv : set) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos)
+      return fail("--set " + kv + ": expected KEY=VALUE");
+    if (auto err = set_setting(s, kv.substr(0, eq), kv.substr(eq + 1), "--set"))
+      return fail(describe(err));
+  }
+  auto flag = [&](const std::string& key, const std::string& value) -> std::string {
+    if (value.empty())
+      return "";
+    auto err = set_setting(s, key, value, "the command line");
+    return err ? describe(err) : "";
+  };
+  for (auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+         {"serve.listen", listen}, {"nodes.keys", keys}, {"run.log_dir", log_dir}, {"log.level", log_level},
+         {"evaluator.devices", devices >= 0 ? std::to_string(devices) : ""}})
+    if (auto err = flag(key, value); !err.empty())
+      return fail(err);
+  if (auto err = validate(s))
+    return fail(describe(err));
+  spdlog::set_level(spdlog::level::from_str(s.log_level));
+  auto run_dir = s.log_dir.empty() ? "bbcluster_serve_" + std::to_string(std::time(nullptr)) : s.log_dir;
+  struct sigaction sa {};
+  sa.sa_handler = on_serve_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  server srv(s, run_dir, s.node_keys);
+  if (auto err = srv.start(); !err.empty())
+    return fail(err);
+  return srv.run();
+}
+
+namespace {
+
+// The kernels a submit sends: a folder's (directory layout) or one file's, as the request's
+// `kernels` map; "" or why not.
+std::string submit_kernels(const std::vector<std::string>& paths, const std::string& op, json& out) {
+  out = json::object();
+  for (auto& path : paths) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+      auto scan = scan_kernel_dir(path);
+      if (!scan.fatal.empty())
+        return scan.fatal;
+      for (auto& p : scan.problems)
+        spdlog::warn("bbcluster submit: {} (left out)", p);
+      for (auto& k : scan.kernels)
+        out[k.op_name] = {{"kind", to_string(k.kernel.kind)}, {"source", k.kernel.source},
+                          {"entry", k.kernel.entry}, {"name", k.kernel.path}};
+      continue;
+    }
+    auto kind = kernel_kind_of(path);
+    if (!kind)
+      return path + ": not a kernel file (.py, .cpp or .cu) nor a folder of them";
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+      return path + ": cannot read it";
+    std::stringstream text;
+    text << in.rdbuf();
+    // The operator: --ops, else the file's name before "_implementation" or its extension.
+    auto name = op;
+    if (name.empty()) {
+      name = fs::path(path).stem().string();
+      if (auto cut = name.find("_implementation"); cut != std::string::npos)
+        name = name.substr(0, cut);
+      name = ops::folder_name_to_op_name(name);
+    }
+    json k{{"kind", to_string(*kind)}, {"source", text.str()}, {"name", path}};
+    out[name] = k;
+  }
+  if (out.empty())
+    return "no kernel in " + paths.front();
+  return "";
+}
+
+std::atomic<int> submit_signal{0};
+
+extern "C" void on_submit_signal(int sig) {
+  submit_signal = sig;
+}
+
+} // namespace
+
+int submit_main(const std::vector<std::string>& args) {
+  CLI::App app{"bbcluster submit: evaluates kernels on a running bbcluster serve (docs/serving.md)"};
+  std::vector<std::string> paths, set;
+  std::string server = default_settings().serve_listen, keys, suite_name = "smoke", data, op;
+  int64_t topn = -1;
+  double timeout_s = 10.0;
+  app.add_option("paths", paths, "a kernel file, or a folder of operator folders (the directory backend's layout)")
+    ->required();
+  app.add_option("--server", server, "the server's endpoint (serve.listen)");
+  app.add_option("--keys", keys, "CURVE keys folder from bbcluster keygen: coordinator.key and node.pub");
+  app.add_option("--suite", suite_name, "smoke, torchbench or opinfo (as bbcluster --suite)");
+  app.add_option("--data", data, "trace file on the server's machine (as bbcluster --data)");
+  app.add_option("--topn", topn, "inputs per operator (as bbcluster --topn; 0: all)");
+  app.add_option("--ops", op, "the operator of a single kernel file (default: from its name)");
+  app.add_option("--set", set, "KEY=VALUE: a sweep setting for this request");
+  app.add_option("--connect-timeout", timeout_s, "seconds to wait for the server's welcome");
+  std::vector<std::string> argv_words{"bbcluster submit"};
+  argv_words.insert(argv_words.end(), args.begin(), args.end());
+  std::vector<char*> words;
+  for (auto& w : argv_words)
+    words.push_back(w.data());
+  try {
+    app.parse(static_cast<int>(words.size()), words.data());
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "bbcluster submit: error: " << e.what() << " (see --help)\n";
+    return 2;
+  }
+  auto fail = [](const std::string& why, int rc = 2) {
+    std::cerr << "bbcluster submit: " << why << "\n";
+    return rc;
+  };
+  json kernels;
+  if (auto err = submit_kernels(paths, op, kernels); !err.empty())
+    return fail(err);
+  json settings_map = json::object();
+  for (auto& kv : set) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos)
+      return fail("--set " + kv + ": expected KEY=VALUE");
+    settings_map[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  zmq::context_t ctx;
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 500);
+  dealer.set(zmq::sockopt::maxmsgsize, int64_t{64} << 20);
+  if (!keys.empty()) {
+    curve_keypair mine, theirs;
+    for (auto err : {read_curve_keys(keys + "/coordinator.key", mine), read_curve_keys(keys + "/node.pub", theirs)})
+      if (!err.empty())
+        return fail(err);
+    dealer.set(zmq::sockopt::curve_serverkey, theirs.public_key);
+    dealer.set(zmq::sockopt::curve_publickey, mine.public_key);
+    dealer.set(zmq::sockopt::curve_secretkey, mine.secret_key);
+  }
+  try {
+    dealer.connect(server);
+  } catch (const zmq::error_t& e) {
+    return fail("cannot connect to " + server + ": " + e.what());
+  }
+  auto send = [&](const json& m) {
+    auto bytes = json::to_msgpack(m);
+    dealer.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::none);
+  };
+  // The next message within `ms`, or null.
+  auto next = [&](int ms) -> json {
+    zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}};
+    if (!poll_some(items, ms) || !(items[0].revents & ZMQ_POLLIN))
+      return nullptr;
+    zmq::message_t m;
+    if (!dealer.recv(m, zmq::recv_flags::dontwait))
+      return nullptr;
+    try {
+      return json::from_msgpack(static_cast<const uint8_t*>(m.data()), static_cast<const uint8_t*>(m.data()) + m.size());
+    } catch (const std::exception&) {
+      return nullptr;
+    }
+  };
+  send({{"kind", "hello"}, {"proto", 1}, {"client", "submit"}});
+  auto welcome = next(static_cast<int>(timeout_s * 1000));
+  if (welcome.is_null())
+    return fail("no answer from " + server + " within " + std::to_string(static_cast<int>(timeout_s))
+                  + " s: is bbcluster serve running there" + (keys.empty() ? "" : ", with the keys of " + keys) + "?",
+                1);
+  if (welcome.value("kind", "") != "welcome")
+    return fail(server + " refused: " + welcome.value("why", welcome.dump()), 1);
+  json request{{"kind", "evaluate"}, {"id", "submit-" + std::to_string(::getpid())}, {"kernels", kernels},
+               {"suite", suite_name}, {"settings", settings_map}};
+  if (!data.empty())
+    request["data"] = fs::absolute(data).string();
+  if (topn >= 0)
+    request["topn"] = topn;
+  struct sigaction sa {};
+  sa.sa_handler = on_submit_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  send(request);
+  auto id = request["id"].get<std::string>();
+  size_t expected = 0, seen = 0;
+  bool cancel_sent = false;
+  auto last_ping = clock::now();
+  auto last_heard = clock::now();
+  for (;;) {
+    if (submit_signal != 0 && !cancel_sent) {
+      cancel_sent = true;
+      std::cerr << "bbcluster submit: cancelling the request\n";
+      send({{"kind", "cancel"}, {"id", id}});
+    }
+    if (clock::now() - last_ping > std::chrono::seconds(2)) {
+      send({{"kind", "ping"}});
+      last_ping = clock::now();
+    }
+    auto m = next(200);
+    if (m.is_null()) {
+      if (clock::now() - last_heard > std::chrono::seconds(60))
+        return fail("the server at " + server + " has been silent for 60 s", 1);
+      continue;
+    }
+    last_heard = clock::now();
+    auto kind = m.value("kind", "");
+    if (kind == "accepted") {
+      expected = m["ops"].size();
+      std::cerr << "bbcluster submit: " << expected << " operators accepted; the server writes the reports to "
+                << m.value("folder", "") << "\n";
+    } else if (kind == "result") {
+      eval_result r;
+      try {
+        from_json(m["result"], r);
+      } catch (const std::exception& e) {
+        return fail(std::string("the server sent a result this submit cannot read: ") + e.what(), 1);
+      }
+      std::cerr << "[" << ++seen << "/" << expected << "] " << r.op_name << ": " << summarize(r) << "\n";
+    } else if (kind == "done") {
+      std::cout << m.value("scores_text", "") << std::flush;
+      bool cancelled = m.value("cancelled", false);
+      if (m.contains("error"))
+        return fail("the request failed: " + m["error"].get<std::string>(), 1);
+      send({{"kind", "bye"}});
+      if (cancelled)
+        return submit_signal != 0 ? 128 + submit_signal : fail("the request was cancelled", 1);
+      return 0;
+    } else if (kind == "error") {
+      return fail("refused: " + m.value("why", ""), 2);
+    }
+  }
+}
+
+} // namespace bb

@@ -1,0 +1,265 @@
+"""The client against a real `bbcluster serve` of local CPU slots running bbrunner.
+
+Needs the built programs: BBCLUSTER_BIN names their folder (ctest sets it). Each test starts
+its own server in a folder of its own and stops it with SIGTERM.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+import msgpack
+import zmq
+
+from bbcluster_client import Client, RequestCancelled, ServerError, Timeout
+
+BIN = os.environ.get("BBCLUSTER_BIN", "")
+
+HONEST = """
+import torch
+def relu_kernel_impl(x):
+    return torch.clamp(x, min=0)
+"""
+
+WRONG = """
+import torch
+def relu_kernel_impl(x):
+    return torch.clamp(x, min=0) * 2
+"""
+
+# Ends its runner: the job is the kernel's crash, retried once, and nobody else's.
+CRASHING = """
+import os
+def relu_kernel_impl(x):
+    os.abort()
+"""
+
+# About 0.05 s a call: a request of it holds its slot for a second or more.
+SLOW = """
+import time, torch
+def relu_kernel_impl(x):
+    time.sleep(0.05)
+    return torch.clamp(x, min=0)
+"""
+
+# The server's smoke suite on the CPU with a short timer: a request is about a second.
+QUICK = {"timing.cpu_runs": 5, "timing.cpu_warmup": 1}
+
+
+class Server:
+    def __init__(self, *flags):
+        self.dir = tempfile.mkdtemp(prefix="bbserve-")
+        self.run_dir = os.path.join(self.dir, "run")
+        self.err = open(os.path.join(self.dir, "serve.err"), "w")
+        self.proc = subprocess.Popen(
+            [os.path.join(BIN, "bbcluster"), "serve", "--listen", "tcp://127.0.0.1:0", "--log-dir",
+             self.run_dir, *flags], stdout=self.err, stderr=subprocess.STDOUT)
+        endpoint = os.path.join(self.run_dir, "endpoint")
+        deadline = time.time() + 60
+        self.address = ""
+        while not self.address:
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("bbcluster serve did not start: " + self.log())
+            time.sleep(0.05)
+            if os.path.exists(endpoint):
+                with open(endpoint) as f:
+                    self.address = f.read().strip()
+
+    def log(self):
+        self.err.flush()
+        with open(os.path.join(self.dir, "serve.err")) as f:
+            return f.read()[-4000:]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.err.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@unittest.skipUnless(BIN and os.path.exists(os.path.join(BIN, "bbcluster")),
+                     "BBCLUSTER_BIN does not name a folder with bbcluster (ctest sets it)")
+class ServedTest(unittest.TestCase):
+    def start(self, *flags):
+        server = Server(*flags)
+        self.addCleanup(server.stop)
+        return server
+
+    def test_honest_wrong_and_aten_kernels_and_refusals(self):
+        server = self.start("--devices", "1")
+        with Client(server.address, name="one") as c:
+            self.assertEqual(c.welcome["slots"], 1)
+            honest = c.evaluate("relu", HONEST, suite="smoke", settings=QUICK)
+            self.assertEqual(honest.op_name, "aten.relu.default")
+            self.assertEqual(honest.outcome, "ok")
+            self.assertTrue(honest.correct, honest.raw)
+            self.assertEqual(len(honest.correctness), 1)  # the smoke suite: one input
+            self.assertEqual(honest.flags, [])
+            wrong = c.evaluate("relu", WRONG, suite="smoke", settings=QUICK)
+            self.assertEqual(wrong.outcome, "ok")
+            self.assertFalse(wrong.correct)
+            self.assertFalse(wrong.correctness[0].is_correct)
+            aten = c.evaluate("relu", None, kind="aten", suite="smoke", settings=QUICK)
+            self.assertTrue(aten.correct)
+            with self.assertRaises(ServerError) as e:
+                c.evaluate("nosuchop", HONEST, suite="smoke")
+            self.assertIn("nosuchop", str(e.exception))
+            with self.assertRaises(ServerError) as e:
+                c.evaluate("relu", "import torch\ndef relu(x):\n    return x\n", suite="smoke")
+            self.assertIn("relu_kernel_impl", str(e.exception))
+            with self.assertRaises(ServerError) as e:
+                c.evaluate("relu", HONEST, suite="smoke", settings={"evaluator.devices": 4})
+            self.assertIn("evaluator.devices", str(e.exception))
+            sweep = c.sweep({"relu": HONEST}, suite="smoke", settings=QUICK)
+            self.assertEqual(sweep.scores["correctness"], 1.0)
+            self.assertIn("correctness score (mean pass rate over all operators): 1.00", sweep.scores_text)
+            self.assertTrue(os.path.exists(os.path.join(sweep.folder, "full_results.json")))
+
+    def test_submit_from_the_shell(self):
+        server = self.start("--devices", "1")
+        folder = os.path.join(server.dir, "kernels", "relu")
+        os.makedirs(folder)
+        with open(os.path.join(folder, "relu_implementation_v1.py"), "w") as f:
+            f.write(HONEST)
+        bbcluster = os.path.join(BIN, "bbcluster")
+        sets = [w for k, v in QUICK.items() for w in ("--set", f"{k}={v}")]
+        done = subprocess.run([bbcluster, "submit", os.path.dirname(folder), "--server", server.address, *sets],
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("correctness score (mean pass rate over all operators): 1.00", done.stdout)
+        self.assertIn("[1/1] aten.relu.default: 1/1 correct", done.stderr)
+        refused = subprocess.run([bbcluster, "submit", os.path.join(folder, "relu_implementation_v1.py"), "--ops",
+                                  "nosuchop", "--server", server.address], capture_output=True, text=True, timeout=60)
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("refused: kernels: nosuchop selects none", refused.stderr)
+        absent = subprocess.run([bbcluster, "submit", os.path.dirname(folder), "--server", "tcp://127.0.0.1:1", "--connect-timeout",
+                                 "1"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(absent.returncode, 1)
+        self.assertIn("no answer from tcp://127.0.0.1:1", absent.stderr)
+
+    def test_a_crashing_kernel_ends_only_its_own_request(self):
+        server = self.start("--devices", "2")
+        with Client(server.address, name="crasher") as bad, Client(server.address, name="honest") as good:
+            crashed = bad.submit("relu", CRASHING, suite="smoke", settings=QUICK)
+            honest = [good.submit("relu", HONEST, suite="smoke", settings=QUICK) for _ in range(3)]
+            self.assertEqual(crashed.result(120).outcome, "crashed")
+            for f in honest:
+                self.assertTrue(f.result(120).correct)
+            # The crasher's client goes on being served.
+            self.assertTrue(bad.evaluate("relu", HONEST, suite="smoke", settings=QUICK).correct)
+
+    def test_cancel_bye_and_silence_drop_a_clients_queued_jobs(self):
+        server = self.start("--devices", "1", "--set", "serve.client_timeout_s=2")
+        with Client(server.address, name="watcher") as watcher:
+            # Cancel: the request ends at once, marked cancelled.
+            with Client(server.address, name="canceller") as c:
+                futures = [c.submit("relu", SLOW, suite="smoke", settings=QUICK) for _ in range(4)]
+                time.sleep(0.5)
+                for f in futures:
+                    c.cancel(f)
+                for f in futures:
+                    with self.assertRaises((RequestCancelled, BaseException)):
+                        f.result(60)
+            # Bye: a client that leaves takes its queued jobs with it.
+            leaver = Client(server.address, name="leaver")
+            for _ in range(6):
+                leaver.submit("relu", SLOW, suite="smoke", settings=QUICK)
+            time.sleep(0.5)
+            leaver.close()
+            self.assert_drained(watcher, "leaver")
+            # Silence: a client that vanishes without a word is dropped after serve.client_timeout_s.
+            ctx = zmq.Context.instance()
+            raw = ctx.socket(zmq.DEALER)
+            raw.setsockopt(zmq.LINGER, 0)
+            raw.connect(server.address)
+            raw.send(msgpack.packb({"kind": "hello", "proto": 1, "client": "vanisher"}))
+            self.assertEqual(msgpack.unpackb(raw.recv())["kind"], "welcome")
+            for i in range(6):
+                raw.send(msgpack.packb({"kind": "evaluate", "id": str(i), "kernels": {"relu": {"kind": "py", "source": SLOW}},
+                                        "suite": "smoke", "settings": {k: str(v) for k, v in QUICK.items()}}))
+            time.sleep(0.3)
+            raw.close()
+            self.assert_drained(watcher, "vanisher", within=20)
+            # The slot is free for the others at once.
+            started = time.time()
+            self.assertTrue(watcher.evaluate("relu", HONEST, suite="smoke", settings=QUICK).correct)
+            self.assertLess(time.time() - started, 15)
+
+    def assert_drained(self, watcher, name, within=10):
+        deadline = time.time() + within
+        while True:
+            status = watcher.status()
+            queued = {k: v for k, v in status["queued"].items() if k.startswith(name + "#")}
+            clients = [k for k in status["clients"] if k.startswith(name + "#")]
+            if not queued and not clients:
+                return
+            if time.time() > deadline:
+                self.fail(f"{name}'s jobs are still queued: {status}")
+            time.sleep(0.2)
+
+    def test_fair_share_serves_a_small_client_between_a_large_ones_jobs(self):
+        server = self.start("--devices", "1")
+        with Client(server.address, name="large") as large, Client(server.address, name="small") as small:
+            finished = {}
+            lock = threading.Lock()
+
+            def mark(name, i):
+                def done(_):
+                    with lock:
+                        finished[(name, i)] = time.time()
+                return done
+
+            many = []
+            for i in range(12):
+                f = large.submit("relu", SLOW, suite="smoke", settings=QUICK)
+                f.add_done_callback(mark("large", i))
+                many.append(f)
+            time.sleep(0.3)
+            few = []
+            for i in range(2):
+                f = small.submit("relu", SLOW, suite="smoke", settings=QUICK)
+                f.add_done_callback(mark("small", i))
+                few.append(f)
+            for f in many + few:
+                self.assertTrue(f.result(300).correct)
+            large_times = sorted(t for (name, _), t in finished.items() if name == "large")
+            small_last = max(t for (name, _), t in finished.items() if name == "small")
+            # Round robin: the small client's two jobs go between the large one's, not after all twelve.
+            self.assertLess(small_last, large_times[6], finished)
+
+
+@unittest.skipUnless(BIN and os.path.exists(os.path.join(BIN, "bbcluster")),
+                     "BBCLUSTER_BIN does not name a folder with bbcluster (ctest sets it)")
+@unittest.skipUnless(zmq.has("curve"), "this pyzmq's libzmq has no CURVE")
+class CurveServedTest(unittest.TestCase):
+    def test_only_the_coordinators_key_is_served(self):
+        keys = tempfile.mkdtemp(prefix="bbkeys-")
+        other = tempfile.mkdtemp(prefix="bbkeys-other-")
+        self.addCleanup(shutil.rmtree, keys, True)
+        self.addCleanup(shutil.rmtree, other, True)
+        for d in (keys, other):
+            subprocess.run([os.path.join(BIN, "bbcluster"), "keygen", d, "--force"], check=True,
+                           stdout=subprocess.DEVNULL)
+        server = Server("--devices", "1", "--keys", keys)
+        self.addCleanup(server.stop)
+        with Client(server.address, keys=keys, name="trusted") as c:
+            self.assertTrue(c.evaluate("relu", HONEST, suite="smoke", settings=QUICK).correct)
+        # Another folder's keys: the server's public key differs too, so give the right one.
+        shutil.copy(os.path.join(keys, "node.pub"), os.path.join(other, "node.pub"))
+        with self.assertRaises(Timeout):
+            Client(server.address, keys=other, name="stranger", timeout=3)
+        self.assertIn("whose key is not the coordinator's", server.log())
+
+
+if __name__ == "__main__":
+    unittest.main()
