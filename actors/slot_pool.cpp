@@ -33,7 +33,12 @@ void lose_slot(slot_pool_pointer self, const caf::actor_addr& who, const std::st
     return;
   if (idle != st.idle.end())
     st.idle.erase(idle);
-  st.busy.erase(who);
+  if (auto job = st.busy.find(who); job != st.busy.end()) {
+    // Its job ends now, as an infrastructure failure (its coordinator retries it elsewhere).
+    job->second.promise.deliver(failed_result(job->second.job, outcome::infra_error, "evaluator lost: " + why));
+    st.busy.erase(job);
+  }
+  st.busy_client.erase(who);
   --st.slots;
   spdlog::error("slot_pool: a slot is lost ({}); {} remain", why, st.slots);
   if (st.slots > 0)
@@ -62,22 +67,24 @@ void dispatch(slot_pool_pointer self) {
       st.queues.erase(client);
     auto worker = st.idle.back();
     st.idle.pop_back();
-    st.busy[worker.address()] = {client, e.request};
-    ++st.dispatched;
-    auto promise = e.promise;
     auto job = e.job;
+    st.busy[worker.address()] = std::move(e);
+    st.busy_client[worker.address()] = client;
+    ++st.dispatched;
     self->request(worker, st.evaluate_timeout, atom::evaluate_v, job)
       .then(
-        [=](eval_result& r) mutable {
+        [=](eval_result& r) {
           auto& st = self->state;
-          promise.deliver(std::move(r));
-          if (st.busy.erase(worker.address()) == 0)
-            return; // lost meanwhile
+          auto held = st.busy.find(worker.address());
+          if (held == st.busy.end())
+            return; // lost meanwhile: its job was answered then
+          held->second.promise.deliver(std::move(r));
+          st.busy.erase(held);
+          st.busy_client.erase(worker.address());
           st.idle.push_back(worker);
           dispatch(self);
         },
-        [=](caf::error& err) mutable {
-          promise.deliver(failed_result(job, outcome::infra_error, "evaluator lost: " + describe(err)));
+        [=](caf::error& err) {
           lose_slot(self, worker.address(), describe(err));
           dispatch(self);
         });
@@ -107,12 +114,23 @@ slot_pool_actor::behavior_type slot_pool(slot_pool_pointer self, std::vector<eva
         promise.deliver(failed_result(job, outcome::infra_error, "no evaluator left"));
         return promise;
       }
+      if (st.cancelled_set.count({client, request}) > 0) {
+        promise.deliver(failed_result(job, outcome::infra_error, "the request was cancelled"));
+        return promise;
+      }
       st.queues[client].push_back({request, std::move(job), promise});
       dispatch(self);
       return promise;
     },
     [=](atom::cancel, const std::string& client, const std::string& request) {
       auto& st = self->state;
+      if (st.cancelled_set.insert({client, request}).second) {
+        st.cancelled.emplace_back(client, request);
+        if (st.cancelled.size() > slot_pool_state::max_cancelled) {
+          st.cancelled_set.erase(st.cancelled.front());
+          st.cancelled.pop_front();
+        }
+      }
       auto q = st.queues.find(client);
       if (q == st.queues.end())
         return;
@@ -132,8 +150,8 @@ slot_pool_actor::behavior_type slot_pool(slot_pool_pointer self, std::vector<eva
       for (auto& [client, queue] : st.queues)
         queued[client] = queue.size();
       nlohmann::json running = nlohmann::json::object();
-      for (auto& [addr, who] : st.busy)
-        running[who.first] = running.value(who.first, 0) + 1;
+      for (auto& [addr, client] : st.busy_client)
+        running[client] = running.value(client, 0) + 1;
       return nlohmann::json{{"slots", st.slots}, {"busy", st.busy.size()}, {"queued", queued},
                             {"running", running}, {"dispatched", st.dispatched}}
         .dump();

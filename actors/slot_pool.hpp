@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,15 @@ struct slot_pool_state {
     caf::typed_response_promise<eval_result> promise;
   };
   std::vector<evaluator_actor> idle;
-  /// The client and request of each busy slot's job.
-  std::map<caf::actor_addr, std::pair<std::string, std::string>> busy;
+  /// Each busy slot's job, with its client and request.
+  std::map<caf::actor_addr, entry> busy;
+  std::map<caf::actor_addr, std::string> busy_client;
+  /// Requests cancelled lately, (client, request), oldest first: a job of one that arrives
+  /// after its cancel (the request's coordinator had sent it meanwhile) is answered at once.
+  /// The last max_cancelled are kept: a request's jobs arrive within moments of its cancel.
+  std::deque<std::pair<std::string, std::string>> cancelled;
+  std::set<std::pair<std::string, std::string>> cancelled_set;
+  static constexpr size_t max_cancelled = 10000;
   size_t slots = 0;
   /// Queued jobs per client, oldest first.
   std::map<std::string, std::deque<entry>> queues;

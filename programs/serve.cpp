@@ -1,5 +1,6 @@
 #include "programs/serve.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -16,6 +17,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
+#include <msgpack.hpp>
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
@@ -76,6 +78,29 @@ std::string field_string(const json& msg, const std::string& key, const std::str
   return it->get<std::string>();
 }
 
+// The name in `kernels` whose kernel `op_name` takes: of those that select it, the most
+// specific (the full name, then without "aten.", then the base name); "" when none does.
+std::string kernel_token(const json& kernels, const std::string& op_name) {
+  std::string best;
+  int best_rank = 0;
+  for (auto& [name, k] : kernels.items()) {
+    if (!ops::matches(name, op_name))
+      continue;
+    int rank = name == op_name ? 3 : "aten." + name == op_name ? 2 : 1;
+    if (rank > best_rank) {
+      best = name;
+      best_rank = rank;
+    }
+  }
+  return best;
+}
+
+// Settings a request may not change: what the server's evaluators fixed when they started
+// (timeouts, memory, sandbox), which would be recorded for the request but not applied.
+bool fixed_at_start(const std::string& key) {
+  return (key.rfind("evaluator.", 0) == 0 && key != "evaluator.max_attempts") || key.rfind("compile.", 0) == 0;
+}
+
 } // namespace
 
 std::string read_request(const json& msg, const settings& base, serve_request& out) {
@@ -100,13 +125,32 @@ std::string read_request(const json& msg, const settings& base, serve_request& o
         if (scope->second != setting_scope::sweep)
           return "settings: '" + key + "' is the server's own (scope " + to_string(scope->second)
                  + "); a request may set only sweep settings";
+        if (fixed_at_start(key))
+          return "settings: '" + key + "' was fixed when the server's slots started; give it to "
+                 "bbcluster serve (--set) instead";
         if (auto err = set_setting(out.s, key, setting_text(value), "the request's settings"))
           return describe(err);
       }
     }
+    // A served kernel comes from an agent or a model: checks.extra_inputs "auto" is on, as
+    // for the generative backends.
+    out.s.timing.extra_inputs = extra_inputs_for(out.s, "kernel_agent");
     plan_request preq;
     preq.suite_name = field_string(msg, "suite", "torchbench");
     preq.data = field_string(msg, "data");
+    if (!preq.data.empty()) {
+      // Read on the server's socket thread: a plain file or folder only (never a FIFO or a
+      // device, which would block it or never end).
+      std::error_code ec;
+      auto st = fs::status(preq.data, ec);
+      if (ec || !fs::exists(st))
+        return "'data': no such file on the server: " + preq.data;
+      if (!fs::is_regular_file(st) && !fs::is_directory(st))
+        return "'data': " + preq.data + " is not a plain file or folder";
+      if (preq.data.size() > 8 && preq.data.substr(preq.data.size() - 8) == ".parquet")
+        return "'data': a .parquet file is converted by bbcluster's command line (--data); give the "
+               "server the converted trace (.jsonl) instead";
+    }
     if (auto t = msg.find("topn"); t != msg.end() && !t->is_null()) {
       if (!t->is_number_integer() || t->get<int64_t>() < 0)
         return "'topn' must be a whole number >= 0";
@@ -126,14 +170,17 @@ std::string read_request(const json& msg, const settings& base, serve_request& o
     if (!plan.warnings.empty())
       return ours(plan.warnings.front());
     out.work = plan.work;
+    // The suite's operators no kernel's name selects are not the request's (the opinfo suite
+    // takes every operator of its data whatever the names).
+    auto& chosen = out.work.ops;
+    chosen.erase(std::remove_if(chosen.begin(), chosen.end(),
+                                [&](const op_inputs& op) { return kernel_token(*kernels, op.op_name).empty(); }),
+                 chosen.end());
+    if (chosen.empty())
+      return "kernels: no operator of the suite has a kernel in this request";
     for (auto& op : out.work.ops) {
-      std::string token;
-      for (auto& [name, k] : kernels->items())
-        if (ops::matches(name, op.op_name)) {
-          token = name;
-          break;
-        }
-      auto& k = (*kernels)[token];
+      auto token = kernel_token(*kernels, op.op_name);
+      auto& k = kernels->at(token);
       if (!k.is_object())
         return "kernels: '" + token + "' must map to a kernel (kind, source)";
       auto kind_text = field_string(k, "kind", "py");
@@ -256,6 +303,9 @@ public:
     router_.set(zmq::sockopt::linger, 0);
     router_.set(zmq::sockopt::maxmsgsize, int64_t{64} << 20);
     router_.set(zmq::sockopt::router_mandatory, 0);
+    // Answers are never dropped at a high-water mark: a lost `done` would leave its client
+    // waiting. What queues is bounded by the requests' records.
+    router_.set(zmq::sockopt::sndhwm, 0);
     zap_.set(zmq::sockopt::linger, 0);
     wakeups_.set(zmq::sockopt::linger, 0);
     if (!secret_.empty()) {
@@ -281,11 +331,18 @@ public:
   int run() {
     auto last_sweep = clock::now();
     while (stop_signal == 0) {
+      // The ZAP socket only under CURVE (an item without a socket would be file descriptor 0).
       zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
                                  {wakeups_.handle(), 0, ZMQ_POLLIN, 0},
-                                 {secret_.empty() ? nullptr : zap_.handle(), 0,
-                                  static_cast<short>(secret_.empty() ? 0 : ZMQ_POLLIN), 0}};
-      if (!poll_some(items, 500))
+                                 {zap_.handle(), 0, ZMQ_POLLIN, 0}};
+      bool polled = false;
+      try {
+        polled = zmq::poll(items, secret_.empty() ? 2 : 3, std::chrono::milliseconds(500)) >= 0;
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR)
+          throw;
+      }
+      if (!polled)
         continue;
       if (!secret_.empty() && (items[2].revents & ZMQ_POLLIN))
         answer_zap();
@@ -353,25 +410,44 @@ private:
     auto routing = who.to_string();
     json msg;
     try {
+      // msgpack-c first, with bounds on nesting and sizes: nlohmann's reader recurses once per
+      // level, and a megabyte of nested arrays would overflow this thread's stack.
+      msgpack::unpack(static_cast<const char*>(body.data()), body.size(), nullptr, nullptr,
+                      msgpack::unpack_limit(1 << 20, 1 << 20, 64 << 20, 64 << 20, 1 << 10, 32));
       msg = json::from_msgpack(static_cast<const uint8_t*>(body.data()),
                                static_cast<const uint8_t*>(body.data()) + body.size());
     } catch (const std::exception& e) {
-      refuse(routing, "", std::string("not a msgpack map: ") + e.what());
+      refuse(routing, "", std::string("not a msgpack map this server reads: ") + e.what());
       return true;
     }
+    try {
+      handle(routing, msg);
+    } catch (const std::exception& e) {
+      // A field of the wrong type, and anything else a message can do: its sender is told.
+      auto id = msg.contains("id") && msg["id"].is_string() ? msg["id"].get<std::string>() : std::string();
+      refuse(routing, id, std::string("cannot read this message: ") + e.what());
+    }
+    return true;
+  }
+
+  void handle(const std::string& routing, const json& msg) {
     if (!msg.is_object() || !msg.contains("kind") || !msg["kind"].is_string()) {
       refuse(routing, "", "a message must be a map with a string 'kind'");
-      return true;
+      return;
     }
     auto kind = msg["kind"].get<std::string>();
     auto c = clients_.find(routing);
     if (kind == "hello") {
       hello(routing, msg);
-      return true;
+      return;
     }
     if (c == clients_.end()) {
-      refuse(routing, "", "say hello first (kind 'hello', proto 1)");
-      return true;
+      // A client this server does not know (never said hello, forgotten after its silence, or
+      // greeting a server that restarted): its requests here, if any, are gone.
+      send(routing, {{"kind", "error"}, {"unknown_client", true},
+                     {"why", "this server does not know this client (it never said hello, was silent "
+                             "longer than serve.client_timeout_s, or the server restarted): say hello again"}});
+      return;
     }
     c->second.last_heard = clock::now();
     if (kind == "ping")
@@ -379,25 +455,25 @@ private:
     else if (kind == "evaluate")
       evaluate(routing, c->second, msg);
     else if (kind == "cancel")
-      cancel(routing, c->second, msg.value("id", std::string()));
+      cancel(routing, c->second, msg.contains("id") && msg["id"].is_string() ? msg["id"].get<std::string>() : "");
     else if (kind == "status")
       status(routing);
     else if (kind == "bye")
       forget(routing, "said bye");
     else
-      refuse(routing, msg.value("id", std::string()), "unknown kind '" + kind + "'");
-    return true;
+      refuse(routing, "", "unknown kind '" + kind + "'");
   }
 
   void hello(const std::string& routing, const json& msg) {
-    if (msg.value("proto", 0) != 1) {
-      refuse(routing, "", "protocol " + std::to_string(msg.value("proto", 0)) + " is not this server's (1)");
+    if (!msg.contains("proto") || msg["proto"] != 1) {
+      refuse(routing, "", "protocol " + (msg.contains("proto") ? msg["proto"].dump() : std::string("(none)"))
+                            + " is not this server's (1)");
       return;
     }
     auto& c = clients_[routing];
     if (c.key.empty()) {
       c.name = msg.contains("client") && msg["client"].is_string() ? msg["client"].get<std::string>() : "client";
-      c.key = path_component(c.name) + "#" + std::to_string(++connections_);
+      c.key = path_component(c.name).substr(0, 80) + "#" + std::to_string(++connections_);
       spdlog::info("serve: client {} connected", c.key);
     }
     c.last_heard = clock::now();
@@ -428,9 +504,10 @@ private:
     r.client = c.key;
     r.id = req.id;
     r.p = req.s.p;
-    r.folder = run_dir_ + "/requests/" + path_component(c.key) + "/" + path_component(req.id);
+    // Numbered: an id used again, or two names that read alike as paths, never share one.
+    r.folder = run_dir_ + "/requests/" + path_component(c.key) + "/" + std::to_string(++request_number_) + "-"
+               + path_component(req.id).substr(0, 80);
     std::error_code ec;
-    fs::remove_all(r.folder, ec); // an id used again: the folder is the newest request's
     fs::create_directories(r.folder, ec);
     if (ec) {
       requests_.erase(key);
@@ -468,9 +545,29 @@ private:
     r.coordinator = sys_->spawn(coordinator, ccfg, r.generator, r.slots, r.reporter, node_.compiler);
     auto coordinator_handle = r.coordinator;
     sys_->spawn([box, key, coordinator_handle](caf::event_based_actor* self) {
+      // A coordinator that dies never answers (CAF 0.17 has no broken promise): its end is
+      // the request's, as an error.
+      auto answered = std::make_shared<bool>(false);
+      self->monitor(coordinator_handle);
+      self->set_down_handler([=](caf::down_msg& dm) {
+        if (!*answered)
+          box->push({key, true, {}, {}, "the request's coordinator ended: " + describe(dm.reason)});
+        *answered = true;
+        self->quit();
+      });
       self->request(coordinator_handle, caf::infinite, atom::run_v)
-        .then([=](sweep_report& report) { box->push({key, true, {}, std::move(report), ""}); },
-              [=](caf::error& err) { box->push({key, true, {}, {}, describe(err)}); });
+        .then(
+          [=](sweep_report& report) {
+            *answered = true;
+            box->push({key, true, {}, std::move(report), ""});
+            self->quit();
+          },
+          [=](caf::error& err) {
+            if (!*answered)
+              box->push({key, true, {}, {}, describe(err)});
+            *answered = true;
+            self->quit();
+          });
     });
     spdlog::info("serve: {} request {}: {} operators", c.key, req.id, req.work.ops.size());
     send(routing, {{"kind", "accepted"}, {"id", req.id}, {"ops", names}, {"folder", fs::absolute(r.folder, ec).string()}});
@@ -548,7 +645,9 @@ private:
     auto& r = it->second;
     if (!o.done) {
       r.results.push_back(o.result);
-      json record = o.result;
+      // Kernel output in messages may be any bytes: invalid UTF-8 replaced, as the journal does,
+      // so that the client can read the string.
+      json record = json::parse(json(o.result).dump(-1, ' ', false, json::error_handler_t::replace));
       send(r.routing, {{"kind", "result"}, {"id", r.id}, {"result", record}});
       return;
     }
@@ -563,11 +662,14 @@ private:
               {"folder", r.folder}};
     if (!o.error.empty())
       done["error"] = o.error;
+    done = json::parse(done.dump(-1, ' ', false, json::error_handler_t::replace));
     send(r.routing, done);
     spdlog::info("serve: {} request {} done{}", r.client, r.id, r.cancelled ? " (cancelled)" : "");
     for (auto& [routing, c] : clients_)
       if (c.key == r.client)
         c.open.erase(r.id);
+    // Whatever of the request is still queued (it ended with an error) goes too.
+    caf::anon_send(pool_, atom::cancel_v, r.client, r.id);
     release(r);
     requests_.erase(it);
   }
@@ -620,6 +722,7 @@ private:
   std::map<std::string, client_state> clients_;
   std::map<std::string, request_state> requests_;
   uint64_t connections_ = 0;
+  uint64_t request_number_ = 0;
 };
 
 } // namespace

@@ -798,7 +798,7 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
       own("refreshing the timed inputs", [&] {
         auto which = (p.round + (kernel_side ? 1 : 0)) % 2;
         auto& buf = bufs[which];
-        refreshers[which].refresh(call_seed(seed, measurement, p.round, p.index, p.timed, p.checked ? p.rank : -1, p.retry));
+        refreshers[which].refresh(call_seed(seed, measurement, p.round, p.index, p.timed, p.checked ? p.rank : -1));
         if (p.timed && p.checked) {
           if (auto* slot = slot_of(side_index, p)) {
             slot->round = -1; // until its output is copied too

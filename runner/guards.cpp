@@ -301,13 +301,11 @@ void refresh_floats(built_call& call, uint64_t seed, const at::Device& device) {
 }
 
 uint64_t call_seed(uint64_t input_seed, uint64_t measurement, int64_t round, int64_t index,
-                   bool timed, int checked_rank, int retry) {
+                   bool timed, int checked_rank) {
   auto h = mix(mix(mix(input_seed, process_secret()), measurement + 1), timed ? 1 : 2);
   h = mix(h, static_cast<uint64_t>(round) + 1);
-  if (checked_rank >= 0)
-    return mix(h, std::numeric_limits<uint64_t>::max() - static_cast<uint64_t>(checked_rank));
-  h = mix(h, static_cast<uint64_t>(index) + 1);
-  return retry > 0 ? mix(h, 0x7e7e0000u + static_cast<uint64_t>(retry)) : h;
+  return mix(h, checked_rank >= 0 ? std::numeric_limits<uint64_t>::max() - static_cast<uint64_t>(checked_rank)
+                                  : static_cast<uint64_t>(index) + 1);
 }
 
 int64_t checked_slot(uint64_t n, size_t slots, uint64_t measurement) {

@@ -66,10 +66,8 @@ private:
 /// round, and the reference's output of one is what the kernel's must match. A secret of the
 /// process, drawn from the operating system's entropy, is mixed in: no kernel can compute the
 /// values of a timed call ahead of it.
-/// `retry` (call_point::retry) gives an unchecked call made again other values; a checked
-/// call keeps its own, which the other side's twin must see.
 uint64_t call_seed(uint64_t input_seed, uint64_t measurement, int64_t round, int64_t index,
-                   bool timed, int checked_rank, int retry = 0);
+                   bool timed, int checked_rank);
 
 /// Where the copies of the checked call with number `n` in its measurement (its round times
 /// checked_per_round plus its rank)

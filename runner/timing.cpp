@@ -117,36 +117,54 @@ double run_call(const timed_side& side, const call_point& p) {
   return ms;
 }
 
-// The involuntary context switches of this process's threads so far: the operating system
-// gave a core to another thread while one of ours wanted it.
+// The involuntary context switches of the calling thread so far: the operating system gave
+// its core to another thread while it wanted it.
 long involuntary_switches() {
   rusage u{};
-  getrusage(RUSAGE_SELF, &u);
+  getrusage(RUSAGE_THREAD, &u);
   return u.ru_nivcsw;
 }
 
-// The stricter CPU measurement's call: a call during which the operating system preempted one
-// of this process's threads is made again (fresh values, up to max_cpu_retimes times), so that
-// another process's time slice is not counted as the side's. On a loaded machine a few such
-// slices (milliseconds) in calls of microseconds made aten ten times faster than itself.
-// Bounded: a call preempted every time keeps its last time.
-constexpr int max_cpu_retimes = 3;
+// One call, as run_call, and whether the operating system preempted the timing thread during
+// it (the stricter CPU measurement's).
+double run_call_watched(const timed_side& side, const call_point& p, bool& preempted) {
+  if (side.before)
+    side.before(p);
+  long switches = involuntary_switches();
+  auto start = clock::now();
+  side.call(p);
+  double ms = ms_since(start);
+  preempted = involuntary_switches() != switches;
+  if (side.after)
+    side.after(p);
+  return ms;
+}
 
-double run_call_unpreempted(const timed_side& side, const call_point& p) {
-  for (int attempt = 0;; ++attempt) {
-    call_point q = p;
-    q.retry = attempt;
-    if (side.before)
-      side.before(q);
-    long switches = involuntary_switches();
-    auto start = clock::now();
-    side.call(q);
-    double ms = ms_since(start);
-    bool preempted = involuntary_switches() != switches;
-    if (side.after)
-      side.after(q);
-    if (!preempted || attempt == max_cpu_retimes)
-      return ms;
+// The stricter CPU measurement leaves out a call during which the operating system preempted
+// the timing thread (another process's time slice in a call of microseconds made aten ten
+// times faster than itself on a loaded machine), but at most this share of a side's calls:
+// every call is made once, checked or not, so no call can be told from another by being
+// made again, and a kernel that preempts its own slow calls (a busy thread of its own) can
+// have no more than a fifth of them left out, which the checked calls' outputs bound.
+constexpr double max_preempted_share = 0.2;
+
+// Leaves the preempted calls out of `rounds` when they are at most max_preempted_share of
+// them, keeping at least one call per round.
+void drop_preempted(std::vector<std::vector<double>>& rounds, const std::vector<std::vector<bool>>& preempted) {
+  size_t calls = 0, marked = 0;
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    calls += rounds[r].size();
+    marked += static_cast<size_t>(std::count(preempted[r].begin(), preempted[r].end(), true));
+  }
+  if (marked == 0 || static_cast<double>(marked) > max_preempted_share * static_cast<double>(calls))
+    return;
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    std::vector<double> kept;
+    for (size_t i = 0; i < rounds[r].size(); ++i)
+      if (!preempted[r][i])
+        kept.push_back(rounds[r][i]);
+    if (!kept.empty())
+      rounds[r] = std::move(kept);
   }
 }
 
@@ -178,7 +196,7 @@ void tell(const side_fn& on_side, code_side side) {
 
 paired_timing cpu_pair(const timed_side& reference, const timed_side& kernel,
                        const runner_options& opts, const side_timing* cached, const side_fn& on_side,
-                       bool retime_preempted = false) {
+                       bool watch_preemption = false) {
   tell(on_side, code_side::reference);
   int64_t ref_calls = cached ? 0 : cpu_prime(reference, opts);
   tell(on_side, code_side::kernel);
@@ -186,11 +204,17 @@ paired_timing cpu_pair(const timed_side& reference, const timed_side& kernel,
   int64_t rounds = std::max<int64_t>(1, std::min({opts.rounds, kernel_calls, cached ? kernel_calls : ref_calls}));
   std::vector<std::vector<double>> ref_rounds(static_cast<size_t>(rounds));
   std::vector<std::vector<double>> kernel_rounds(static_cast<size_t>(rounds));
-  auto run = [retime_preempted](const timed_side& side, int64_t round, int64_t n, std::vector<double>& out) {
+  std::vector<std::vector<bool>> ref_preempted(static_cast<size_t>(rounds));
+  std::vector<std::vector<bool>> kernel_preempted(static_cast<size_t>(rounds));
+  auto run = [&](const timed_side& side, int64_t round, int64_t n, std::vector<double>& out) {
     auto checked = pick_checked(n);
-    for (int64_t i = 0; i < n; ++i)
-      out.push_back(retime_preempted ? run_call_unpreempted(side, checked.at(round, i))
+    auto& marks = (&side == &reference ? ref_preempted : kernel_preempted)[static_cast<size_t>(round)];
+    for (int64_t i = 0; i < n; ++i) {
+      bool preempted = false;
+      out.push_back(watch_preemption ? run_call_watched(side, checked.at(round, i), preempted)
                                      : run_call(side, checked.at(round, i)));
+      marks.push_back(preempted);
+    }
   };
   for (int64_t r = 0; r < rounds; ++r) {
     // Odd rounds time the kernel first: the order cancels out over the rounds.
@@ -204,6 +228,10 @@ paired_timing cpu_pair(const timed_side& reference, const timed_side& kernel,
         run(kernel, r, share(kernel_calls, rounds, r), kernel_rounds[static_cast<size_t>(r)]);
       }
     }
+  }
+  if (watch_preemption) {
+    drop_preempted(ref_rounds, ref_preempted);
+    drop_preempted(kernel_rounds, kernel_preempted);
   }
   return paired_from_rounds(cached, ref_rounds, kernel_rounds);
 }
@@ -528,8 +556,8 @@ paired_timing time_pair_synchronized(const timed_side& reference, const timed_si
   rounds = std::max<int64_t>(2, rounds);
   paired_timing out;
   if (opts.device != "cuda") {
-    // cpu_bench's calls are synchronous already: the same timer, twice the calls, and a call
-    // another process preempted made again.
+    // cpu_bench's calls are synchronous already: the same timer, twice the calls, and calls
+    // another thread preempted left out (drop_preempted).
     auto strict = opts;
     strict.rounds = rounds;
     strict.cpu_runs = std::max<int64_t>(opts.cpu_runs * 2, rounds);

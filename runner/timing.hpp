@@ -50,9 +50,6 @@ struct call_point {
   bool checked = false;
   bool timed = true;
   int rank = -1;
-  /// 0; n for the n-th time again of a CPU call the operating system preempted (the
-  /// synchronized timer's): an unchecked call takes fresh values each time.
-  int retry = 0;
 };
 
 /// One side of a timing: `call` is measured; `before` (fresh inputs) and `after` (keep or

@@ -124,6 +124,13 @@ TEST_CASE("a cancelled request's queued jobs end as cancelled, and other request
   CHECK(got[0].op_name == "a2");
   CHECK(got[0].outcome == outcome::infra_error);
   CHECK(got[0].detail.find("cancelled") != std::string::npos);
+  // A job of r1 that comes after its cancel (its coordinator had sent it meanwhile) never
+  // queues.
+  f.self->send(f.pool, atom::evaluate_v, std::string("a"), std::string("r1"), job_named("late", 5));
+  f.sched->run();
+  bool late_cancelled = false;
+  f.self->receive([&](eval_result& r) { late_cancelled = r.op_name == "late" && r.outcome == outcome::infra_error; });
+  CHECK(late_cancelled);
   // The running a1 finishes; then b1 (b's turn), then a3 (r2 was not cancelled).
   f.release();
   f.release();

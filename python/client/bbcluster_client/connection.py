@@ -184,7 +184,9 @@ class Connection:
 
     def _keep_alive(self) -> None:
         now = time.monotonic()
-        if self._pending.has_requests() and now - self._last_ping >= PING_INTERVAL_S:
+        # Pinged while connected, idle or not: the server forgets a client silent for
+        # serve.client_timeout_s, and would then answer its next request as a stranger's.
+        if now - self._last_ping >= PING_INTERVAL_S:
             try:
                 # Never wait on a full queue for a ping: the silence check below is what
                 # notices a server that reads nothing.

@@ -130,6 +130,16 @@ class PendingRequests:
                 return []
             answer = {k: v for k, v in message.items() if k != "kind"}
             return [_resolve(self._status.popleft(), answer)]
+        if kind == "error" and message.get("unknown_client"):
+            # The server forgot this client (silent too long, or restarted): nothing it had
+            # of ours will ever be answered.
+            why = message.get("why", "the server does not know this client")
+            failed = list(self._requests.values())
+            self._requests.clear()
+            statuses = list(self._status)
+            self._status.clear()
+            return ([_resolve(r.future, ServerError(why, r.future.request_id)) for r in failed]
+                    + [_resolve(f, ServerError(why)) for f in statuses])
         if kind == "error" and request_id is None:
             log.warning("bbcluster serve: %s", message.get("why", "an error without a reason"))
             return []
@@ -157,4 +167,7 @@ class PendingRequests:
         del self._requests[request_id]
         if kind == "error":
             return [_resolve(request.future, ServerError(message.get("why", ""), request_id))]
+        if kind == "done" and message.get("error"):
+            # The request failed as a whole on the server (its coordinator ended).
+            return [_resolve(request.future, ServerError(message["error"], request_id))]
         return [_resolve(request.future, request.outcome(message))]

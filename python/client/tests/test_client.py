@@ -319,7 +319,7 @@ class ClientTest(ServerTestCase):
 class SlowServerTest(ServerTestCase):
     server_options = {"result_delay_s": 5.0}
 
-    def test_pings_while_a_request_is_unfinished(self):
+    def test_pings_while_connected(self):
         client = self.connect()
         start = time.monotonic()
         result = client.evaluate("relu", RELU_SOURCE)
@@ -329,8 +329,9 @@ class SlowServerTest(ServerTestCase):
         self.assertGreaterEqual(self.server.counts["ping"], 2)
         self.assertLessEqual(self.server.counts["ping"], 4)
         pings = self.server.counts["ping"]
-        time.sleep(2.5)
-        self.assertEqual(self.server.counts["ping"], pings, "pinged with nothing unfinished")
+        # Idle too: a server forgets a client silent for serve.client_timeout_s.
+        time.sleep(4.5)
+        self.assertGreaterEqual(self.server.counts["ping"], pings + 2)
 
     def test_cancel(self):
         client = self.connect()

@@ -195,6 +195,37 @@ class ServedTest(unittest.TestCase):
             self.assertTrue(watcher.evaluate("relu", HONEST, suite="smoke", settings=QUICK).correct)
             self.assertLess(time.time() - started, 15)
 
+    def test_bad_messages_are_refused_and_a_forgotten_client_is_told(self):
+        server = self.start("--devices", "1", "--set", "serve.client_timeout_s=2")
+        ctx = zmq.Context.instance()
+        raw = ctx.socket(zmq.DEALER)
+        raw.setsockopt(zmq.LINGER, 0)
+        raw.setsockopt(zmq.RCVTIMEO, 10000)
+        raw.connect(server.address)
+
+        def ask(frame):
+            raw.send(frame)
+            return msgpack.unpackb(raw.recv())
+
+        self.assertEqual(ask(msgpack.packb({"kind": "hello", "proto": "1"}))["kind"], "error")
+        self.assertEqual(ask(b"\x91" * 100000 + b"\xc0")["kind"], "error")  # nested 100,000 deep
+        self.assertEqual(ask(b"not msgpack at all")["kind"], "error")
+        self.assertEqual(ask(msgpack.packb({"kind": "hello", "proto": 1, "client": "raw"}))["kind"], "welcome")
+        bad_id = ask(msgpack.packb({"kind": "evaluate", "id": 5, "kernels": {"relu": {"source": HONEST}}}))
+        self.assertEqual(bad_id["kind"], "error")
+        self.assertIn("'id'", bad_id["why"])
+        self.assertEqual(ask(msgpack.packb({"kind": "cancel", "id": ["x"]}))["kind"], "error")
+        self.assertEqual(ask(msgpack.packb({"kind": "status"}))["kind"], "status")
+        # Silent past serve.client_timeout_s: forgotten, and told so when it speaks again.
+        time.sleep(3.5)
+        forgotten = ask(msgpack.packb({"kind": "ping"}))
+        self.assertEqual(forgotten["kind"], "error")
+        self.assertTrue(forgotten.get("unknown_client"))
+        raw.close()
+        # The server is still up for others.
+        with Client(server.address, name="after") as c:
+            self.assertTrue(c.evaluate("relu", HONEST, suite="smoke", settings=QUICK).correct)
+
     def assert_drained(self, watcher, name, within=10):
         deadline = time.time() + within
         while True:
