@@ -249,10 +249,12 @@ struct outbox {
 struct request_state {
   std::string routing; // the client's ZeroMQ routing id ("" once it is gone)
   std::string client;  // its key in the pool
+  std::string client_name; // the hello's name: a client connecting again takes it up by it
   std::string id;
   std::string folder;
   double p = 1.0;
   bool cancelled = false;
+  std::vector<std::string> ops;
   std::vector<eval_result> results;
   coordinator_actor coordinator;
   generator_actor generator;
@@ -323,6 +325,11 @@ public:
     spdlog::info("serve: {} slots ({}) on {}{}; requests' reports under {}/requests", node_.evaluators.size(),
                  node_.info.device.empty() ? "cpu" : node_.info.device, bound_,
                  secret_.empty() ? " (loopback, no keys)" : " (CURVE)", run_dir_);
+    // Once the actors can reach this thread (box_): the requests a killed server left.
+    restore();
+    ledger_.open(run_dir_ + "/requests.jsonl", std::ios::app);
+    if (!ledger_)
+      return "cannot write " + run_dir_ + "/requests.jsonl";
     // For scripts and tests: the endpoint actually bound (a port 0 or * becomes a number).
     std::ofstream(run_dir_ + "/endpoint") << bound_ << "\n";
     return "";
@@ -456,6 +463,8 @@ private:
       evaluate(routing, c->second, msg);
     else if (kind == "cancel")
       cancel(routing, c->second, msg.contains("id") && msg["id"].is_string() ? msg["id"].get<std::string>() : "");
+    else if (kind == "resume")
+      resume(routing, c->second, msg.contains("id") && msg["id"].is_string() ? msg["id"].get<std::string>() : "");
     else if (kind == "status")
       status(routing);
     else if (kind == "bye")
@@ -498,34 +507,67 @@ private:
       refuse(routing, id, why);
       return;
     }
-    auto key = c.key + "\n" + req.id;
-    auto& r = requests_[key];
-    r.routing = routing;
-    r.client = c.key;
-    r.id = req.id;
-    r.p = req.s.p;
-    // Numbered: an id used again, or two names that read alike as paths, never share one.
-    r.folder = run_dir_ + "/requests/" + path_component(c.key) + "/" + std::to_string(++request_number_) + "-"
-               + path_component(req.id).substr(0, 80);
-    std::error_code ec;
-    fs::create_directories(r.folder, ec);
-    if (ec) {
-      requests_.erase(key);
-      refuse(routing, id, "cannot make the request's folder: " + ec.message());
+    std::string why;
+    auto* r = start_request(c.key, c.name, routing, req, {}, "", why);
+    if (!r) {
+      refuse(routing, id, why);
       return;
     }
     c.open.insert(req.id);
-    std::vector<directory_kernel> kernels;
-    json names = json::array();
-    for (auto& [op, a] : req.kernels) {
-      kernels.push_back({op, ops::op_name_to_folder_name(op), a});
-      names.push_back(op);
+    ledger({{"event", "accepted"}, {"client", c.name}, {"client_key", c.key}, {"id", req.id}, {"folder", r->folder},
+            {"request", msg}});
+    spdlog::info("serve: {} request {}: {} operators", c.key, req.id, req.work.ops.size());
+    send(routing, accepted_message(*r));
+  }
+
+  json accepted_message(const request_state& r) {
+    std::error_code ec;
+    return {{"kind", "accepted"}, {"id", r.id}, {"ops", r.ops}, {"folder", fs::absolute(r.folder, ec).string()}};
+  }
+
+  // Starts a checked request: its reporter, generator, stand-in slots and coordinator, and the
+  // actor that waits for its end. `previous`: its operators' results from before a restart,
+  // reported again, not evaluated again; `folder` "" for a new one. Null and `why` when its
+  // folder cannot be made.
+  request_state* start_request(const std::string& client_key, const std::string& client_name,
+                               const std::string& routing, serve_request req, std::vector<eval_result> previous,
+                               std::string folder, std::string& why) {
+    auto key = client_key + "\n" + req.id;
+    std::error_code ec;
+    if (folder.empty())
+      // Numbered: an id used again, or two names that read alike as paths, never share one.
+      folder = run_dir_ + "/requests/" + path_component(client_key) + "/" + std::to_string(++request_number_) + "-"
+               + path_component(req.id).substr(0, 80);
+    fs::create_directories(folder, ec);
+    if (ec) {
+      why = "cannot make the request's folder: " + ec.message();
+      return nullptr;
     }
+    auto& r = requests_[key];
+    r.routing = routing;
+    r.client = client_key;
+    r.client_name = client_name;
+    r.id = req.id;
+    r.p = req.s.p;
+    r.folder = folder;
+    for (auto& op : req.work.ops)
+      r.ops.push_back(op.op_name);
+    std::set<std::string> done_before;
+    for (auto& p : previous)
+      done_before.insert(p.op_name);
+    r.results = previous;
+    std::vector<directory_kernel> kernels;
+    for (auto& [op, a] : req.kernels)
+      kernels.push_back({op, ops::op_name_to_folder_name(op), a});
+    auto& todo = req.work.ops;
+    todo.erase(std::remove_if(todo.begin(), todo.end(), [&](const op_inputs& op) { return done_before.count(op.op_name) > 0; }),
+               todo.end());
     reporter_config rcfg;
     rcfg.log_dir = r.folder;
-    rcfg.command = "bbcluster serve: request " + req.id + " of " + c.key;
+    rcfg.command = "bbcluster serve: request " + req.id + " of " + client_key;
     rcfg.p = req.s.p;
-    rcfg.expected_jobs = req.work.ops.size();
+    rcfg.expected_jobs = r.ops.size();
+    rcfg.previous = std::move(previous);
     rcfg.conditions = sweep_conditions_of(req.s);
     rcfg.reports_interval_s = s_.reports_interval_s;
     auto* box = &box_;
@@ -533,7 +575,7 @@ private:
     r.reporter = sys_->spawn<caf::detached>(reporter, std::move(rcfg));
     r.generator = sys_->spawn(directory_generator, kernels);
     for (size_t i = 0; i < node_.evaluators.size(); ++i)
-      r.slots.push_back(sys_->spawn(pool_slot, pool_, c.key, req.id));
+      r.slots.push_back(sys_->spawn(pool_slot, pool_, client_key, req.id));
     coordinator_config ccfg;
     ccfg.work = req.work;
     ccfg.max_attempts = static_cast<uint32_t>(req.s.max_attempts);
@@ -569,8 +611,121 @@ private:
             self->quit();
           });
     });
-    spdlog::info("serve: {} request {}: {} operators", c.key, req.id, req.work.ops.size());
-    send(routing, {{"kind", "accepted"}, {"id", req.id}, {"ops", names}, {"folder", fs::absolute(r.folder, ec).string()}});
+    return &r;
+  }
+
+  // One line of the run folder's requests.jsonl: what a restarted server takes up.
+  void ledger(const json& line) {
+    ledger_ << line.dump(-1, ' ', false, json::error_handler_t::replace) << "\n" << std::flush;
+    if (!ledger_)
+      spdlog::error("serve: cannot write {}/requests.jsonl: a restart would not take up this request", run_dir_);
+  }
+
+  // The requests a killed server had accepted and not finished run again (their operators
+  // finished before are taken from their folders' journals), under their clients' old names,
+  // which a client connecting again under the same name takes up with `resume`; those it
+  // finished are remembered for `resume` too.
+  void restore() {
+    std::ifstream in(run_dir_ + "/requests.jsonl");
+    std::map<std::string, json> accepted; // by key
+    std::vector<std::string> order;
+    std::string text;
+    size_t line_number = 0;
+    while (std::getline(in, text)) {
+      ++line_number;
+      json line;
+      try {
+        line = json::parse(text);
+      } catch (const std::exception& e) {
+        spdlog::warn("serve: {}/requests.jsonl:{}: not JSON ({}); left out", run_dir_, line_number, e.what());
+        continue;
+      }
+      auto key = line.value("client_key", "") + "\n" + line.value("id", "");
+      auto number = line.value("client_key", "");
+      if (auto hash = number.rfind('#'); hash != std::string::npos)
+        connections_ = std::max<uint64_t>(connections_, std::strtoull(number.c_str() + hash + 1, nullptr, 10));
+      if (line.value("event", "") == "accepted") {
+        accepted[key] = line;
+        order.push_back(key);
+        ++request_number_;
+      } else if (line.value("event", "") == "done" && accepted.count(key)) {
+        finished_[{accepted[key].value("client", ""), line.value("id", "")}] = {accepted[key].value("folder", ""),
+                                                                                line.value("done", json::object())};
+        accepted.erase(key);
+      }
+    }
+    for (auto& key : order) {
+      auto it = accepted.find(key);
+      if (it == accepted.end())
+        continue;
+      auto& line = it->second;
+      serve_request req;
+      auto id = line.value("id", "");
+      if (auto why = read_request(line["request"], s_, req); !why.empty()) {
+        spdlog::error("serve: request {} of {} cannot run again: {}", id, line.value("client_key", ""), why);
+        continue;
+      }
+      auto folder = line.value("folder", "");
+      std::vector<eval_result> previous;
+      std::ifstream journal(folder + "/results.jsonl");
+      for (std::string l; std::getline(journal, l);) {
+        try {
+          auto j = json::parse(l);
+          if (j.value("event", "") == "job_finished")
+            previous.push_back(parse_journal_line(l));
+        } catch (const std::exception&) {
+          // a torn last line: its operator runs again
+        }
+      }
+      std::string why;
+      if (!start_request(line.value("client_key", ""), line.value("client", ""), "", req, previous, folder, why))
+        spdlog::error("serve: request {} cannot run again: {}", id, why);
+      else
+        spdlog::info("serve: request {} of {} taken up again after a restart ({} of its operators finished before)",
+                     id, line.value("client_key", ""), previous.size());
+    }
+  }
+
+  // `resume`: a client connecting again under its name takes up a request it had sent.
+  void resume(const std::string& routing, client_state& c, const std::string& id) {
+    for (auto& [key, r] : requests_)
+      if (r.client_name == c.name && r.id == id) {
+        r.routing = routing;
+        c.open.insert(id);
+        send(routing, accepted_message(r));
+        for (auto& res : r.results)
+          send(routing, {{"kind", "result"}, {"id", id}, {"result", clean(res)}});
+        return;
+      }
+    auto done = finished_.find({c.name, id});
+    if (done == finished_.end()) {
+      refuse(routing, id, "no request " + id + " of a client named " + c.name + " here");
+      return;
+    }
+    auto& [folder, message] = done->second;
+    std::error_code ec;
+    json ops = json::array();
+    std::vector<json> results;
+    std::ifstream journal(folder + "/results.jsonl");
+    for (std::string l; std::getline(journal, l);) {
+      try {
+        auto j = json::parse(l);
+        if (j.value("event", "") != "job_finished")
+          continue;
+        j.erase("event");
+        ops.push_back(j.value("op_name", ""));
+        results.push_back(std::move(j));
+      } catch (const std::exception&) {
+      }
+    }
+    send(routing, {{"kind", "accepted"}, {"id", id}, {"ops", ops}, {"folder", fs::absolute(folder, ec).string()}});
+    for (auto& j : results)
+      send(routing, {{"kind", "result"}, {"id", id}, {"result", j}});
+    send(routing, message);
+  }
+
+  static json clean(const eval_result& r) {
+    return json::parse(json(r).dump(-1, ' ', false, json::error_handler_t::replace));
   }
 
   void cancel(const std::string& routing, client_state& c, const std::string& id) {
@@ -647,7 +802,7 @@ private:
       r.results.push_back(o.result);
       // Kernel output in messages may be any bytes: invalid UTF-8 replaced, as the journal does,
       // so that the client can read the string.
-      json record = json::parse(json(o.result).dump(-1, ' ', false, json::error_handler_t::replace));
+      json record = clean(o.result);
       send(r.routing, {{"kind", "result"}, {"id", r.id}, {"result", record}});
       return;
     }
@@ -664,9 +819,11 @@ private:
       done["error"] = o.error;
     done = json::parse(done.dump(-1, ' ', false, json::error_handler_t::replace));
     send(r.routing, done);
+    ledger({{"event", "done"}, {"client_key", r.client}, {"id", r.id}, {"done", done}});
+    finished_[{r.client_name, r.id}] = {r.folder, done};
     spdlog::info("serve: {} request {} done{}", r.client, r.id, r.cancelled ? " (cancelled)" : "");
     for (auto& [routing, c] : clients_)
-      if (c.key == r.client)
+      if (c.key == r.client || routing == r.routing) // its sender, or who took it up (resume)
         c.open.erase(r.id);
     // Whatever of the request is still queued (it ended with an error) goes too.
     caf::anon_send(pool_, atom::cancel_v, r.client, r.id);
@@ -723,6 +880,9 @@ private:
   std::map<std::string, request_state> requests_;
   uint64_t connections_ = 0;
   uint64_t request_number_ = 0;
+  std::ofstream ledger_;
+  /// Requests finished, by (client name, id): their folder and `done`, for `resume`.
+  std::map<std::pair<std::string, std::string>, std::pair<std::string, json>> finished_;
 };
 
 } // namespace

@@ -140,34 +140,6 @@ double run_call_watched(const timed_side& side, const call_point& p, bool& preem
   return ms;
 }
 
-// The stricter CPU measurement leaves out a call during which the operating system preempted
-// the timing thread (another process's time slice in a call of microseconds made aten ten
-// times faster than itself on a loaded machine), but at most this share of a side's calls:
-// every call is made once, checked or not, so no call can be told from another by being
-// made again, and a kernel that preempts its own slow calls (a busy thread of its own) can
-// have no more than a fifth of them left out, which the checked calls' outputs bound.
-constexpr double max_preempted_share = 0.2;
-
-// Leaves the preempted calls out of `rounds` when they are at most max_preempted_share of
-// them, keeping at least one call per round.
-void drop_preempted(std::vector<std::vector<double>>& rounds, const std::vector<std::vector<bool>>& preempted) {
-  size_t calls = 0, marked = 0;
-  for (size_t r = 0; r < rounds.size(); ++r) {
-    calls += rounds[r].size();
-    marked += static_cast<size_t>(std::count(preempted[r].begin(), preempted[r].end(), true));
-  }
-  if (marked == 0 || static_cast<double>(marked) > max_preempted_share * static_cast<double>(calls))
-    return;
-  for (size_t r = 0; r < rounds.size(); ++r) {
-    std::vector<double> kept;
-    for (size_t i = 0; i < rounds[r].size(); ++i)
-      if (!preempted[r][i])
-        kept.push_back(rounds[r][i]);
-    if (!kept.empty())
-      rounds[r] = std::move(kept);
-  }
-}
-
 // Warm-up calls as cpu_bench makes them (stopping after a quarter of the budget), and the
 // number of timed calls that fit the budget, judged from the warm-up.
 int64_t cpu_prime(const timed_side& side, const runner_options& opts) {
@@ -490,6 +462,24 @@ speedup_estimate estimate_speedup(const side_timing& reference, const side_timin
   e.ci_low = std::exp(log_s - t * se);
   e.ci_high = std::exp(log_s + t * se);
   return e;
+}
+
+void drop_preempted(std::vector<std::vector<double>>& rounds, const std::vector<std::vector<bool>>& preempted) {
+  size_t calls = 0, marked = 0;
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    calls += rounds[r].size();
+    marked += static_cast<size_t>(std::count(preempted[r].begin(), preempted[r].end(), true));
+  }
+  if (marked == 0 || static_cast<double>(marked) > max_preempted_share * static_cast<double>(calls))
+    return;
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    std::vector<double> kept;
+    for (size_t i = 0; i < rounds[r].size(); ++i)
+      if (!preempted[r][i])
+        kept.push_back(rounds[r][i]);
+    if (!kept.empty())
+      rounds[r] = std::move(kept);
+  }
 }
 
 bool built_with_cuda() {

@@ -85,6 +85,18 @@ paired_timing time_pair(const timed_side& reference, const timed_side& kernel,
                         const runner_options& opts, const side_timing* cached_reference = nullptr,
                         const std::function<void(code_side)>& on_side = {});
 
+/// The stricter CPU measurement leaves out a call during which the operating system preempted
+/// the timing thread (another process's time slice in a call of microseconds made aten ten
+/// times faster than itself on a loaded machine), but at most this share of a side's calls:
+/// every call is made once, checked or not, so no call can be told from another by being made
+/// again, and a kernel that preempts its own slow calls (a busy thread of its own) can have no
+/// more than a fifth of them left out, which the checked calls' outputs bound.
+constexpr double max_preempted_share = 0.2;
+
+/// Leaves the calls marked in `preempted` out of `rounds` (each call's milliseconds, per round)
+/// when they are at most max_preempted_share of all, keeping at least one call per round.
+void drop_preempted(std::vector<std::vector<double>>& rounds, const std::vector<std::vector<bool>>& preempted);
+
 /// The synchronized timer: every call between two device synchronizations, timed by the host's
 /// clock, so that work on any stream or deferred to later is inside the measurement (and so is
 /// the launch). Reference and kernel alternate in `rounds` rounds of calls within the budget

@@ -22,12 +22,6 @@
 #include <thread>
 #include <vector>
 
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include "runner/guards.hpp"
 #include "runner/inputs.hpp"
 #include "runner/runner.hpp"
@@ -544,82 +538,46 @@ TEST_CASE("time_pair_synchronized on the CPU returns one mean per round and side
   CHECK(c.kernel.round_means_ms.size() == 3);
 }
 
-TEST_CASE("the stricter CPU timer leaves out preempted calls, at most a fifth of a side's, the first timer none",
+TEST_CASE("drop_preempted leaves out preempted calls, at most a fifth of a side's, one call a round kept",
           "[runner]") {
-  // A process spinning on this thread's core preempts a call that spins 30 ms (a time slice
-  // is a few milliseconds) every time it runs; a call of nothing almost never.
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
-  int core = 0;
-  while (!CPU_ISSET(core, &allowed))
-    ++core;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(core, &one);
-  REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0);
-  pid_t spinner = fork();
-  REQUIRE(spinner >= 0);
-  if (spinner == 0) {
-    sched_setaffinity(0, sizeof one, &one);
-    for (volatile uint64_t i = 0;; ++i) {
-    }
-  }
-  struct stop {
-    pid_t pid;
-    cpu_set_t allowed;
-    ~stop() {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-      pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed);
-    }
-  } stopper{spinner, allowed};
-  // A side whose first call of each round (or every call) spins 30 ms.
-  auto spinning = [](timed_side side, bool every) {
-    auto inner = side.call;
-    side.call = [inner, every](const call_point& p) {
-      inner(p);
-      if (!every && p.index != 0)
-        return;
-      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
-      while (std::chrono::steady_clock::now() < until) {
-      }
-    };
-    return side;
-  };
+  using rounds_t = std::vector<std::vector<double>>;
+  using marks_t = std::vector<std::vector<bool>>;
+  // Two of ten preempted: left out.
+  rounds_t r = {{1, 9, 1, 1, 1}, {1, 1, 9, 1, 1}};
+  drop_preempted(r, marks_t{{false, true, false, false, false}, {false, false, true, false, false}});
+  CHECK(r == rounds_t{{1, 1, 1, 1}, {1, 1, 1, 1}});
+  // Three of ten: over a fifth, so none is (a kernel preempting its own calls gains nothing).
+  rounds_t over = {{1, 9, 9, 1, 1}, {1, 1, 9, 1, 1}};
+  auto before = over;
+  drop_preempted(over, marks_t{{false, true, true, false, false}, {false, false, true, false, false}});
+  CHECK(over == before);
+  // A round whose every call was preempted keeps them: every round has a mean.
+  rounds_t whole = {{9}, {1, 1, 1, 1, 1, 1, 1, 1, 1}};
+  drop_preempted(whole, marks_t{{true}, {false, false, false, false, false, false, false, false, false}});
+  CHECK(whole == rounds_t{{9}, {1, 1, 1, 1, 1, 1, 1, 1, 1}});
+  // Nothing preempted: nothing changes.
+  rounds_t none = {{1, 2}, {3, 4}};
+  drop_preempted(none, marks_t{{false, false}, {false, false}});
+  CHECK(none == rounds_t{{1, 2}, {3, 4}});
+}
+
+TEST_CASE("the stricter CPU timer makes every call once, checked or not", "[runner]") {
   auto opts = quick_options();
-  opts.cpu_runs = 10; // the stricter timer: 20 calls, 10 a round, one of them spinning
+  opts.cpu_runs = 10;
   std::vector<std::string> order;
-  auto once_each = [](const hook_log& log) {
+  hook_log ref, ker;
+  time_pair_synchronized(logged_side(ref, order, "reference", {}), logged_side(ker, order, "kernel", {}), opts, 2);
+  for (auto* log : {&ref, &ker}) {
     std::set<std::pair<int64_t, int64_t>> points;
     size_t timed = 0;
-    for (auto& p : log.call)
+    for (auto& p : log->call)
       if (p.timed) {
         ++timed;
         points.insert({p.round, p.index});
       }
-    return timed > 0 && points.size() == timed;
-  };
-
-  hook_log ref, ker;
-  auto strict = time_pair_synchronized(logged_side(ref, order, "reference", {}),
-                                       spinning(logged_side(ker, order, "kernel", {}), false), opts, 2);
-  INFO("kernel rounds (ms): " << strict.kernel.round_means_ms[0] << ", " << strict.kernel.round_means_ms[1]);
-  CHECK(once_each(ker)); // nothing is made again: a checked call is made once, as any other
-  CHECK(strict.kernel.mean_ms < 5.0); // the spinning, preempted calls are left out
-  CHECK(strict.kernel.calls < 20);
-
-  hook_log ref2, ker2;
-  auto first = time_pair(logged_side(ref2, order, "reference", {}),
-                         spinning(logged_side(ker2, order, "kernel", {}), false), opts);
-  CHECK(first.kernel.mean_ms > 5.0); // the first timer keeps every call
-
-  // Every call preempted: over a fifth, so none is left out.
-  hook_log ref3, ker3;
-  auto all = time_pair_synchronized(logged_side(ref3, order, "reference", {}),
-                                    spinning(logged_side(ker3, order, "kernel", {}), true), opts, 2);
-  CHECK(all.kernel.mean_ms > 25.0);
-  CHECK(once_each(ker3));
+    CHECK(timed == 20);
+    CHECK(points.size() == timed);
+  }
 }
 
 TEST_CASE("aten against itself is correct and unflagged with or without the exploit checks",

@@ -216,6 +216,24 @@ class Client:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
+    def resume(self, request_id: str, timeout: Optional[float] = None) -> SweepResult:
+        """A request this client's name sent before, to this server or to the one it restarted
+        as (the server takes up the requests it had accepted): its records, all of them, as a
+        SweepResult. Clients are known by name: give Client the same `name` as the one that sent
+        it. ServerError when the server has no such request of this name."""
+        return self._wait(self.submit_resume(request_id), timeout)
+
+    def submit_resume(self, request_id: str) -> RequestFuture:
+        """resume() as a future."""
+        future = RequestFuture(request_id, None)
+        self._pending.add(future, single=False, problems=[])
+        try:
+            self._connection.send({"kind": "resume", "id": request_id})
+        except BaseException:
+            self._pending.discard(future)
+            raise
+        return future
+
     def _send(self, kernels: Dict[str, Kernel], op: Optional[str], problems, suite, data, topn,
               settings) -> RequestFuture:
         request_id = uuid.uuid4().hex
