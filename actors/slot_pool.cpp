@@ -144,6 +144,16 @@ slot_pool_actor::behavior_type slot_pool(slot_pool_pointer self, std::vector<eva
       if (queue.empty())
         st.queues.erase(q);
     },
+    [=](atom::join, std::vector<evaluator_actor>& fresh) {
+      auto& st = self->state;
+      spdlog::info("slot_pool: {} slots joined", fresh.size());
+      for (auto& e : fresh) {
+        self->monitor(e);
+        st.idle.push_back(e);
+        ++st.slots;
+      }
+      dispatch(self);
+    },
     [=](atom::status) -> std::string {
       auto& st = self->state;
       nlohmann::json queued = nlohmann::json::object();
@@ -156,6 +166,17 @@ slot_pool_actor::behavior_type slot_pool(slot_pool_pointer self, std::vector<eva
                             {"running", running}, {"dispatched", st.dispatched}}
         .dump();
     },
+  };
+}
+
+coordinator_actor::behavior_type rejoin_to_pool(coordinator_actor::pointer self, slot_pool_actor pool) {
+  return {
+    [](atom::run) -> caf::result<sweep_report> {
+      return make_error(errc::bad_input, "the serving pool's stand-in runs no sweep");
+    },
+    [=](atom::join, std::vector<evaluator_actor>& fresh) { self->send(pool, atom::join_v, std::move(fresh)); },
+    [](atom::stop) {},
+    [](atom::halt) {},
   };
 }
 

@@ -58,6 +58,10 @@ slot_pool_actor::behavior_type slot_pool(slot_pool_pointer self, std::vector<eva
 /// around) with a queued job; "" when none has one.
 std::string next_client(const std::map<std::string, size_t>& queued, const std::string& last);
 
+/// What a node link tells its coordinator when the node comes back (its fresh slots), told
+/// to the pool instead: the links of `bbcluster serve --nodes` take this as their coordinator.
+coordinator_actor::behavior_type rejoin_to_pool(coordinator_actor::pointer self, slot_pool_actor pool);
+
 /// An evaluator to one request's coordinator that asks the pool for a slot for every job, as
 /// (client, request).
 evaluator_actor::behavior_type pool_slot(evaluator_actor::pointer self, slot_pool_actor pool,

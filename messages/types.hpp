@@ -199,7 +199,9 @@ using slot_pool_actor = caf::typed_actor<
   // Drop the queued jobs of (client, request); a running one finishes, its result unused.
   caf::reacts_to<atom::cancel, std::string, std::string>,
   // Slots, busy slots and queued jobs per client, as a JSON object.
-  caf::replies_to<atom::status>::with<std::string>>;
+  caf::replies_to<atom::status>::with<std::string>,
+  // Slots that joined (a node that came back) take jobs from now on.
+  caf::reacts_to<atom::join, std::vector<evaluator_actor>>>;
 
 /// The COORDINATOR actor: splits a suite into jobs and drives each to a terminal state.
 using coordinator_actor = caf::typed_actor<

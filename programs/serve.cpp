@@ -29,6 +29,7 @@
 #include "cluster/curve_keys.hpp"
 #include "messages/errors.hpp"
 #include "messages/runner_protocol.hpp"
+#include "programs/launch_nodes.hpp"
 #include "programs/local_node.hpp"
 #include "results/journal.hpp"
 #include "results/scoring.hpp"
@@ -271,12 +272,14 @@ struct client_state {
 
 class server {
 public:
-  server(settings s, std::string run_dir, std::string keys) : s_(std::move(s)), run_dir_(std::move(run_dir)), keys_(std::move(keys)) {
+  server(settings s, std::string run_dir, std::string keys, cluster_request nodes)
+    : s_(std::move(s)), run_dir_(std::move(run_dir)), keys_(std::move(keys)), creq_(std::move(nodes)) {
   }
 
   std::string start() {
-    if (auto refusal = sandbox_refusal(s_); !refusal.empty())
-      return refusal;
+    if (creq_.hostfile.empty())
+      if (auto refusal = sandbox_refusal(s_); !refusal.empty())
+        return refusal;
     std::error_code ec;
     fs::create_directories(run_dir_ + "/requests", ec);
     if (ec)
@@ -296,9 +299,26 @@ public:
     }
     sys_cfg_.add_message_types<caf::id_block::bb>();
     sys_ = std::make_unique<caf::actor_system>(sys_cfg_);
-    node_ = spawn_local_node(*sys_, s_, "local", run_dir_);
     auto timeout = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(evaluate_timeout_s(s_)));
-    pool_ = sys_->spawn(slot_pool, node_.evaluators, timeout);
+    if (creq_.hostfile.empty()) {
+      node_ = spawn_local_node(*sys_, s_, "local", run_dir_);
+      slots_ = node_.evaluators;
+      device_ = node_.info.device.empty() ? "cpu" : node_.info.device;
+    } else {
+      // The nodes of --nodes, as a sweep links them; each builds its own native kernels.
+      creq_.log_dir = run_dir_;
+      creq_.s = s_;
+      if (auto err = open_cluster(*sys_, creq_, nodes_); !err.empty())
+        return err;
+      slots_ = nodes_.slots;
+      device_ = nodes_.links.empty() ? "cpu" : nodes_.links.front()->info().device;
+    }
+    pool_ = sys_->spawn(slot_pool, slots_, timeout);
+    if (!nodes_.links.empty()) {
+      rejoin_ = sys_->spawn(rejoin_to_pool, pool_);
+      for (auto& link : nodes_.links)
+        link->set_coordinator(rejoin_);
+    }
     box_.ctx = &ctx_;
     box_.endpoint = "inproc://bb-serve-wake";
     wakeups_.bind(box_.endpoint);
@@ -322,8 +342,8 @@ public:
       return "cannot listen on " + s_.serve_listen + ": " + e.what();
     }
     bound_ = router_.get(zmq::sockopt::last_endpoint);
-    spdlog::info("serve: {} slots ({}) on {}{}; requests' reports under {}/requests", node_.evaluators.size(),
-                 node_.info.device.empty() ? "cpu" : node_.info.device, bound_,
+    spdlog::info("serve: {} slots ({}{}) on {}{}; requests' reports under {}/requests", slots_.size(), device_,
+                 nodes_.links.empty() ? "" : ", on " + std::to_string(nodes_.links.size()) + " nodes", bound_,
                  secret_.empty() ? " (loopback, no keys)" : " (CURVE)", run_dir_);
     // Once the actors can reach this thread (box_): the requests a killed server left.
     restore();
@@ -381,6 +401,12 @@ public:
     if (sys_) {
       caf::anon_send_exit(pool_, caf::exit_reason::user_shutdown);
       pool_ = nullptr;
+      if (rejoin_)
+        caf::anon_send_exit(rejoin_, caf::exit_reason::user_shutdown);
+      rejoin_ = nullptr;
+      close_cluster(nodes_);
+      nodes_ = {};
+      slots_.clear();
       stop_local_node(*sys_, node_);
       node_ = {};
       sys_.reset();
@@ -486,8 +512,7 @@ private:
       spdlog::info("serve: client {} connected", c.key);
     }
     c.last_heard = clock::now();
-    send(routing, {{"kind", "welcome"}, {"proto", 1}, {"slots", node_.evaluators.size()},
-                   {"device", node_.info.device.empty() ? "cpu" : node_.info.device}, {"client", c.key},
+    send(routing, {{"kind", "welcome"}, {"proto", 1}, {"slots", slots_.size()}, {"device", device_}, {"client", c.key},
                    {"version", "bbcluster " BB_VERSION}});
   }
 
@@ -574,7 +599,7 @@ private:
     rcfg.on_result = [box, key](const eval_result& res) { box->push({key, false, res, {}, ""}); };
     r.reporter = sys_->spawn<caf::detached>(reporter, std::move(rcfg));
     r.generator = sys_->spawn(directory_generator, kernels);
-    for (size_t i = 0; i < node_.evaluators.size(); ++i)
+    for (size_t i = 0; i < slots_.size(); ++i)
       r.slots.push_back(sys_->spawn(pool_slot, pool_, client_key, req.id));
     coordinator_config ccfg;
     ccfg.work = req.work;
@@ -788,7 +813,12 @@ private:
       clients.push_back(c.key);
       open[c.key] = c.open.size();
     }
-    send(routing, {{"kind", "status"}, {"slots", pool.value("slots", 0)}, {"busy", pool.value("busy", 0)},
+    json nodes = json::array();
+    for (auto& link : nodes_.links)
+      nodes.push_back({{"name", link->info().name}, {"slots", link->info().slots}, {"device", link->info().device}});
+    if (nodes_.links.empty())
+      nodes.push_back({{"name", "local"}, {"slots", slots_.size()}, {"device", device_}});
+    send(routing, {{"kind", "status"}, {"nodes", nodes}, {"slots", pool.value("slots", 0)}, {"busy", pool.value("busy", 0)},
                    {"queued", pool.value("queued", json::object())}, {"running", pool.value("running", json::object())},
                    {"requests", open}, {"clients", clients}});
   }
@@ -868,7 +898,12 @@ private:
   std::string run_dir_, keys_, secret_, allowed_, bound_;
   caf::actor_system_config sys_cfg_;
   std::unique_ptr<caf::actor_system> sys_;
+  cluster_request creq_;
   local_node node_;
+  cluster nodes_;
+  std::vector<evaluator_actor> slots_;
+  std::string device_ = "cpu";
+  coordinator_actor rejoin_;
   slot_pool_actor pool_;
   zmq::context_t ctx_;
   // Destroyed in reverse: the router (and its handshakes) before the ZAP socket they ask.
@@ -890,7 +925,7 @@ private:
 int serve_main(const std::vector<std::string>& args) {
   CLI::App app{"bbcluster serve: keeps the cluster's slots warm and evaluates the kernels clients submit "
                "(docs/serving.md)"};
-  std::string config, listen, keys, log_dir, log_level;
+  std::string config, listen, keys, log_dir, log_level, nodes, launcher = "none";
   int64_t devices = -1;
   std::vector<std::string> set;
   app.add_option("--config", config, "settings file (TOML)");
@@ -900,6 +935,9 @@ int serve_main(const std::vector<std::string>& args) {
   app.add_option("--log-dir", log_dir, "run folder: each request's reports go under requests/ (run.log_dir)");
   app.add_option("--log-level", log_level, "log level (log.level)");
   app.add_option("--set", set, "KEY=VALUE: any setting");
+  app.add_option("--nodes", nodes, "hostfile: serve with the slots of these bbnodes (as bbcluster --nodes)");
+  app.add_option("--launcher", launcher, "none (nodes started by hand) or local (bbcluster starts them here)")
+    ->check(CLI::IsMember({"none", "local"}));
   std::vector<std::string> argv_words{"bbcluster serve"};
   argv_words.insert(argv_words.end(), args.begin(), args.end());
   std::vector<char*> words;
@@ -948,7 +986,13 @@ int serve_main(const std::vector<std::string>& args) {
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
-  server srv(s, run_dir, s.node_keys);
+  // With keys (nodes.keys), the nodes are reached with them as a sweep reaches them, and the
+  // clients must present the same folder's coordinator key pair.
+  cluster_request creq;
+  creq.hostfile = nodes;
+  creq.launcher = launcher;
+  creq.config = config;
+  server srv(s, run_dir, s.node_keys, creq);
   if (auto err = srv.start(); !err.empty())
     return fail(err);
   return srv.run();

@@ -265,6 +265,29 @@ class ServedTest(unittest.TestCase):
             with self.assertRaises(ServerError):
                 other.resume(ids[1], timeout=30)
 
+    def test_over_two_local_nodes_a_lost_node_costs_only_a_retry(self):
+        folder = tempfile.mkdtemp(prefix="bbserve-nodes-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        hosts = os.path.join(folder, "hosts.txt")
+        with open(hosts, "w") as f:
+            f.write("node-a slots=1\nnode-b slots=1\n")
+        server = self.start("--nodes", hosts, "--launcher", "local")
+        with Client(server.address, name="remote") as c:
+            self.assertEqual(c.welcome["slots"], 2)
+            self.assertEqual(sorted(n["name"] for n in c.status()["nodes"]), ["node-a", "node-b"])
+            futures = [c.submit("relu", SLOW, suite="smoke", settings=QUICK) for _ in range(6)]
+            time.sleep(1.0)
+            with open(os.path.join(server.run_dir, "nodes", "node-a.pid")) as f:
+                node_a = int(f.read().split()[1])
+            os.kill(node_a, signal.SIGKILL)
+            nodes = set()
+            for f in futures:
+                r = f.result(180)
+                self.assertTrue(r.correct, r.raw)
+                nodes.add(r.where.get("node"))
+            self.assertIn("node-b", nodes)
+        self.assertIn("node node-a: lost", server.log())
+
     def assert_drained(self, watcher, name, within=10):
         deadline = time.time() + within
         while True:
