@@ -43,6 +43,10 @@ void lose_slot(slot_pool_pointer self, const caf::actor_addr& who, const std::st
   spdlog::error("slot_pool: a slot is lost ({}); {} remain", why, st.slots);
   if (st.slots > 0)
     return;
+  if (st.wait_for_slots) {
+    spdlog::warn("slot_pool: no slot left; jobs wait for a node to come back (clients may cancel)");
+    return;
+  }
   // No slot left: every queued job ends as an infrastructure failure.
   for (auto& [client, queue] : st.queues)
     for (auto& e : queue)
@@ -94,9 +98,10 @@ void dispatch(slot_pool_pointer self) {
 } // namespace
 
 slot_pool_actor::behavior_type slot_pool(slot_pool_pointer self, std::vector<evaluator_actor> evaluators,
-                                         caf::timespan evaluate_timeout) {
+                                         caf::timespan evaluate_timeout, bool wait_for_slots) {
   auto& st = self->state;
   st.evaluate_timeout = evaluate_timeout;
+  st.wait_for_slots = wait_for_slots;
   st.slots = evaluators.size();
   for (auto& e : evaluators)
     self->monitor(e);
@@ -110,7 +115,7 @@ slot_pool_actor::behavior_type slot_pool(slot_pool_pointer self, std::vector<eva
         eval_job& job) -> caf::typed_response_promise<eval_result> {
       auto& st = self->state;
       auto promise = self->make_response_promise<eval_result>();
-      if (st.slots == 0) {
+      if (st.slots == 0 && !st.wait_for_slots) {
         promise.deliver(failed_result(job, outcome::infra_error, "no evaluator left"));
         return promise;
       }

@@ -45,6 +45,8 @@ struct slot_pool_state {
   std::string last_client;
   /// Bound on one evaluation; past it the slot counts as lost.
   caf::timespan evaluate_timeout = std::chrono::hours(1);
+  /// With no slot left, jobs wait (nodes may come back: --nodes) instead of failing.
+  bool wait_for_slots = false;
   uint64_t dispatched = 0;
 };
 
@@ -52,7 +54,7 @@ using slot_pool_pointer = slot_pool_actor::stateful_pointer<slot_pool_state>;
 
 /// The pool over `evaluators` (each a real slot, local or on a node).
 slot_pool_actor::behavior_type slot_pool(slot_pool_pointer self, std::vector<evaluator_actor> evaluators,
-                                         caf::timespan evaluate_timeout);
+                                         caf::timespan evaluate_timeout, bool wait_for_slots);
 
 /// The client whose job a free slot takes next: the first after `last` (by name, wrapping
 /// around) with a queued job; "" when none has one.

@@ -267,7 +267,8 @@ struct client_state {
   std::string key; // name#n: its queue in the pool, its folder
   std::string name;
   clock::time_point last_heard;
-  std::set<std::string> open; // request ids
+  /// Its unfinished requests: id -> the request's key (its own, or one it took up with resume).
+  std::map<std::string, std::string> open;
 };
 
 class server {
@@ -313,7 +314,7 @@ public:
       slots_ = nodes_.slots;
       device_ = nodes_.links.empty() ? "cpu" : nodes_.links.front()->info().device;
     }
-    pool_ = sys_->spawn(slot_pool, slots_, timeout);
+    pool_ = sys_->spawn(slot_pool, slots_, timeout, !nodes_.links.empty());
     if (!nodes_.links.empty()) {
       rejoin_ = sys_->spawn(rejoin_to_pool, pool_);
       for (auto& link : nodes_.links)
@@ -347,9 +348,24 @@ public:
                  secret_.empty() ? " (loopback, no keys)" : " (CURVE)", run_dir_);
     // Once the actors can reach this thread (box_): the requests a killed server left.
     restore();
-    ledger_.open(run_dir_ + "/requests.jsonl", std::ios::app);
+    auto ledger_path = run_dir_ + "/requests.jsonl";
+    bool torn = false;
+    {
+      // A killed server may have left half a line: the next one starts on a line of its own.
+      std::ifstream last(ledger_path, std::ios::binary | std::ios::ate);
+      if (last && last.tellg() > 0) {
+        last.seekg(-1, std::ios::end);
+        torn = last.get() != '\n';
+      }
+    }
+    ledger_.open(ledger_path, std::ios::app);
     if (!ledger_)
-      return "cannot write " + run_dir_ + "/requests.jsonl";
+      return "cannot write " + ledger_path;
+    if (torn)
+      ledger_ << "\n" << std::flush;
+    for (auto& line : pending_ledger_)
+      ledger(line);
+    pending_ledger_.clear();
     // For scripts and tests: the endpoint actually bound (a port 0 or * becomes a number).
     std::ofstream(run_dir_ + "/endpoint") << bound_ << "\n";
     return "";
@@ -538,7 +554,7 @@ private:
       refuse(routing, id, why);
       return;
     }
-    c.open.insert(req.id);
+    c.open[req.id] = r->client + "\n" + req.id;
     ledger({{"event", "accepted"}, {"client", c.name}, {"client_key", c.key}, {"id", req.id}, {"folder", r->folder},
             {"request", msg}});
     spdlog::info("serve: {} request {}: {} operators", c.key, req.id, req.work.ops.size());
@@ -669,14 +685,18 @@ private:
       auto number = line.value("client_key", "");
       if (auto hash = number.rfind('#'); hash != std::string::npos)
         connections_ = std::max<uint64_t>(connections_, std::strtoull(number.c_str() + hash + 1, nullptr, 10));
-      if (line.value("event", "") == "accepted") {
+      auto event = line.value("event", "");
+      if (event == "accepted") {
+        if (!accepted.count(key))
+          order.push_back(key);
         accepted[key] = line;
-        order.push_back(key);
         ++request_number_;
-      } else if (line.value("event", "") == "done" && accepted.count(key)) {
-        finished_[{accepted[key].value("client", ""), line.value("id", "")}] = {accepted[key].value("folder", ""),
-                                                                                line.value("done", json::object())};
+      } else if ((event == "done" || event == "cancelled") && accepted.count(key)) {
+        auto done = event == "done" ? line.value("done", json::object())
+                                    : json{{"kind", "done"}, {"id", line.value("id", "")}, {"cancelled", true}};
+        remember_finished(accepted[key].value("client", ""), line.value("id", ""), accepted[key].value("folder", ""), done);
         accepted.erase(key);
+        order.erase(std::remove(order.begin(), order.end(), key), order.end());
       }
     }
     for (auto& key : order) {
@@ -688,6 +708,7 @@ private:
       auto id = line.value("id", "");
       if (auto why = read_request(line["request"], s_, req); !why.empty()) {
         spdlog::error("serve: request {} of {} cannot run again: {}", id, line.value("client_key", ""), why);
+        could_not_run_again(line, why);
         continue;
       }
       auto folder = line.value("folder", "");
@@ -703,25 +724,55 @@ private:
         }
       }
       std::string why;
-      if (!start_request(line.value("client_key", ""), line.value("client", ""), "", req, previous, folder, why))
+      if (!start_request(line.value("client_key", ""), line.value("client", ""), "", req, previous, folder, why)) {
         spdlog::error("serve: request {} cannot run again: {}", id, why);
-      else
+        could_not_run_again(line, why);
+      } else
         spdlog::info("serve: request {} of {} taken up again after a restart ({} of its operators finished before)",
                      id, line.value("client_key", ""), previous.size());
     }
   }
 
+  // A request restore() cannot start again ends, with why, for `resume` and the next restart.
+  void could_not_run_again(const json& accepted, const std::string& why) {
+    auto id = accepted.value("id", "");
+    json done{{"kind", "done"}, {"id", id}, {"cancelled", false}, {"folder", accepted.value("folder", "")},
+              {"error", "it could not run again after a restart: " + why}};
+    pending_ledger_.push_back({{"event", "done"}, {"client_key", accepted.value("client_key", "")}, {"id", id}, {"done", done}});
+    remember_finished(accepted.value("client", ""), id, accepted.value("folder", ""), done);
+  }
+
   // `resume`: a client connecting again under its name takes up a request it had sent.
   void resume(const std::string& routing, client_state& c, const std::string& id) {
+    if (c.open.count(id)) {
+      refuse(routing, id, "request " + id + " is already this connection's");
+      return;
+    }
+    std::vector<std::string> matches;
     for (auto& [key, r] : requests_)
-      if (r.client_name == c.name && r.id == id) {
-        r.routing = routing;
-        c.open.insert(id);
+      if (r.client_name == c.name && r.id == id)
+        matches.push_back(key);
+    if (matches.size() > 1) {
+      refuse(routing, id, std::to_string(matches.size()) + " unfinished requests " + id + " of clients named " + c.name
+                            + ": which one is ambiguous");
+      return;
+    }
+    if (matches.size() == 1) {
+      auto& key = matches.front();
+      auto& r = requests_[key];
+      // Taken over: the connection that had it no longer cancels it by leaving.
+      for (auto& [other, oc] : clients_)
+        if (auto o = oc.open.find(id); o != oc.open.end() && o->second == key)
+          oc.open.erase(o);
+      r.routing = routing;
+      c.open[id] = key;
+      {
         send(routing, accepted_message(r));
         for (auto& res : r.results)
           send(routing, {{"kind", "result"}, {"id", id}, {"result", clean(res)}});
-        return;
       }
+      return;
+    }
     auto done = finished_.find({c.name, id});
     if (done == finished_.end()) {
       refuse(routing, id, "no request " + id + " of a client named " + c.name + " here");
@@ -729,7 +780,7 @@ private:
     }
     auto& [folder, message] = done->second;
     std::error_code ec;
-    json ops = json::array();
+    json ops = message.value("ops", json::array());
     std::vector<json> results;
     std::ifstream journal(folder + "/results.jsonl");
     for (std::string l; std::getline(journal, l);) {
@@ -738,7 +789,6 @@ private:
         if (j.value("event", "") != "job_finished")
           continue;
         j.erase("event");
-        ops.push_back(j.value("op_name", ""));
         results.push_back(std::move(j));
       } catch (const std::exception&) {
       }
@@ -746,7 +796,22 @@ private:
     send(routing, {{"kind", "accepted"}, {"id", id}, {"ops", ops}, {"folder", fs::absolute(folder, ec).string()}});
     for (auto& j : results)
       send(routing, {{"kind", "result"}, {"id", id}, {"result", j}});
-    send(routing, message);
+    auto end = message;
+    end.erase("ops");
+    send(routing, end);
+  }
+
+  // What `resume` answers for a finished request; the last max_finished are kept.
+  void remember_finished(const std::string& name, const std::string& id, const std::string& folder, json done) {
+    constexpr size_t max_finished = 100000;
+    auto key = std::make_pair(name, id);
+    if (!finished_.count(key))
+      finished_order_.push_back(key);
+    finished_[key] = {folder, std::move(done)};
+    if (finished_order_.size() > max_finished) {
+      finished_.erase(finished_order_.front());
+      finished_order_.pop_front();
+    }
   }
 
   static json clean(const eval_result& r) {
@@ -754,7 +819,8 @@ private:
   }
 
   void cancel(const std::string& routing, client_state& c, const std::string& id) {
-    auto it = requests_.find(c.key + "\n" + id);
+    auto open = c.open.find(id);
+    auto it = open == c.open.end() ? requests_.end() : requests_.find(open->second);
     if (it == requests_.end()) {
       refuse(routing, id, "no unfinished request " + id + " of this client");
       return;
@@ -767,6 +833,8 @@ private:
     if (r.cancelled)
       return;
     r.cancelled = true;
+    // A restart must not run again what its client gave up.
+    ledger({{"event", "cancelled"}, {"client_key", r.client}, {"id", r.id}});
     caf::anon_send(pool_, atom::cancel_v, r.client, r.id);
     caf::anon_send(r.coordinator, atom::halt_v);
   }
@@ -779,8 +847,8 @@ private:
     if (!c->second.open.empty())
       spdlog::info("serve: client {} {}: cancelling its {} unfinished requests", c->second.key, why,
                    c->second.open.size());
-    for (auto& id : c->second.open) {
-      auto r = requests_.find(c->second.key + "\n" + id);
+    for (auto& [id, key] : c->second.open) {
+      auto r = requests_.find(key);
       if (r == requests_.end())
         continue;
       r->second.routing.clear();
@@ -849,12 +917,14 @@ private:
       done["error"] = o.error;
     done = json::parse(done.dump(-1, ' ', false, json::error_handler_t::replace));
     send(r.routing, done);
-    ledger({{"event", "done"}, {"client_key", r.client}, {"id", r.id}, {"done", done}});
-    finished_[{r.client_name, r.id}] = {r.folder, done};
+    auto recorded = done;
+    recorded["ops"] = r.ops;
+    ledger({{"event", "done"}, {"client_key", r.client}, {"id", r.id}, {"done", recorded}});
+    remember_finished(r.client_name, r.id, r.folder, recorded);
     spdlog::info("serve: {} request {} done{}", r.client, r.id, r.cancelled ? " (cancelled)" : "");
     for (auto& [routing, c] : clients_)
-      if (c.key == r.client || routing == r.routing) // its sender, or who took it up (resume)
-        c.open.erase(r.id);
+      if (auto o = c.open.find(r.id); o != c.open.end() && o->second == it->first)
+        c.open.erase(o);
     // Whatever of the request is still queued (it ended with an error) goes too.
     caf::anon_send(pool_, atom::cancel_v, r.client, r.id);
     release(r);
@@ -916,8 +986,11 @@ private:
   uint64_t connections_ = 0;
   uint64_t request_number_ = 0;
   std::ofstream ledger_;
+  /// Lines restore() decided before the ledger is open for appending.
+  std::vector<json> pending_ledger_;
   /// Requests finished, by (client name, id): their folder and `done`, for `resume`.
   std::map<std::pair<std::string, std::string>, std::pair<std::string, json>> finished_;
+  std::deque<std::pair<std::string, std::string>> finished_order_;
 };
 
 } // namespace

@@ -56,7 +56,7 @@ eval_job job_named(const std::string& name, uint64_t id) {
 struct pool_fixture : test::deterministic_system {
   std::shared_ptr<slot_log> log = std::make_shared<slot_log>();
   evaluator_actor slot = keep(sys->spawn(held_slot, log));
-  slot_pool_actor pool = keep(sys->spawn(slot_pool, std::vector<evaluator_actor>{slot}, caf::timespan{std::chrono::hours(1)}));
+  slot_pool_actor pool = keep(sys->spawn(slot_pool, std::vector<evaluator_actor>{slot}, caf::timespan{std::chrono::hours(1)}, false));
   caf::scoped_actor self{*sys};
   // Lets the slot answer its held job and the pool hand it the next.
   void release() {

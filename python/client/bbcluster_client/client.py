@@ -225,6 +225,8 @@ class Client:
 
     def submit_resume(self, request_id: str) -> RequestFuture:
         """resume() as a future."""
+        if self._pending.is_unfinished(request_id):
+            raise BBClusterError(f"this client is already waiting for request {request_id}", request_id)
         future = RequestFuture(request_id, None)
         self._pending.add(future, single=False, problems=[])
         try:

@@ -16,7 +16,7 @@ import unittest
 import msgpack
 import zmq
 
-from bbcluster_client import Client, RequestCancelled, ServerError, Timeout
+from bbcluster_client import BBClusterError, Client, RequestCancelled, ServerError, Timeout
 
 BIN = os.environ.get("BBCLUSTER_BIN", "")
 
@@ -264,6 +264,22 @@ class ServedTest(unittest.TestCase):
         with Client(again.address, name="someone-else") as other:
             with self.assertRaises(ServerError):
                 other.resume(ids[1], timeout=30)
+
+    def test_a_request_taken_up_with_resume_outlives_the_connection_that_sent_it(self):
+        server = self.start("--devices", "1")
+        first = Client(server.address, name="worker")
+        futures = [first.submit("relu", SLOW, suite="smoke", settings=QUICK) for _ in range(3)]
+        with Client(server.address, name="worker") as second:
+            taken = second.submit_resume(futures[2].request_id)
+            with self.assertRaises(BBClusterError):
+                second.resume(futures[2].request_id, timeout=30)  # already waited for here
+            first.close()  # bye: cancels what is still the first connection's, not what was taken up
+            result = taken.result(120)
+            self.assertFalse(result.cancelled)
+            self.assertEqual(len(result.results), 1)
+            self.assertTrue(result.results[0].correct)
+            status = second.status()
+            self.assertEqual(status["requests"].get(second.welcome["client"], 0), 0)
 
     def test_over_two_local_nodes_a_lost_node_costs_only_a_retry(self):
         folder = tempfile.mkdtemp(prefix="bbserve-nodes-")
