@@ -273,6 +273,9 @@ class ServedTest(unittest.TestCase):
             taken = second.submit_resume(futures[2].request_id)
             with self.assertRaises(BBClusterError):
                 second.resume(futures[2].request_id, timeout=30)  # already waited for here
+            # Its status is answered after its resume (one connection's messages keep their
+            # order): the request is the second connection's before the first says bye.
+            self.assertEqual(second.status()["requests"].get(second.welcome["client"]), 1)
             first.close()  # bye: cancels what is still the first connection's, not what was taken up
             result = taken.result(120)
             self.assertFalse(result.cancelled)
