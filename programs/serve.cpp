@@ -941,27 +941,10 @@ private:
 
   // One ZAP request (RFC 27): a client that presents the coordinator's key passes.
   void answer_zap() {
-    std::vector<zmq::message_t> frames;
-    for (;;) {
-      zmq::message_t part;
-      if (!zap_.recv(part, zmq::recv_flags::dontwait))
-        break;
-      bool more = part.more();
-      frames.push_back(std::move(part));
-      if (!more)
-        break;
-    }
-    if (frames.size() < 6)
-      return;
-    bool ok = frames.size() >= 7 && frames[5].to_string() == "CURVE" && frames[6].to_string() == allowed_;
-    if (!ok)
-      spdlog::warn("serve: refused a client from {} whose key is not the coordinator's", frames[3].to_string());
-    zap_.send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
-    zap_.send(frames[1], zmq::send_flags::sndmore);
-    zap_.send(zmq::buffer(std::string(ok ? "200" : "400")), zmq::send_flags::sndmore);
-    zap_.send(zmq::buffer(std::string(ok ? "OK" : "not the coordinator's key")), zmq::send_flags::sndmore);
-    zap_.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
-    zap_.send(zmq::str_buffer(""));
+    auto v = bb::answer_zap(zap_, allowed_, "not the coordinator's key");
+    if (v.asked && !v.ok)
+      spdlog::warn("serve: refused a client from {} whose key is not the coordinator's (public key {})", v.address,
+                   v.key);
   }
 
   settings s_;
@@ -995,6 +978,38 @@ private:
 
 } // namespace
 
+namespace {
+
+// `bbcluster NAME ARGS...`'s flags into `app`: -1 to go on, else the exit status (0 after
+// --help, 2 for a bad command line, said on stderr).
+int parse_subcommand(CLI::App& app, const std::string& name, const std::vector<std::string>& args) {
+  std::vector<std::string> argv_words{"bbcluster " + name};
+  argv_words.insert(argv_words.end(), args.begin(), args.end());
+  std::vector<char*> words;
+  for (auto& w : argv_words)
+    words.push_back(w.data());
+  try {
+    app.parse(static_cast<int>(words.size()), words.data());
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "bbcluster " << name << ": error: " << e.what() << " (see --help)\n";
+    return 2;
+  }
+  return -1;
+}
+
+// SIGINT and SIGTERM to `handler`.
+void catch_stop_signals(void (*handler)(int)) {
+  struct sigaction sa {};
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+} // namespace
+
 int serve_main(const std::vector<std::string>& args) {
   CLI::App app{"bbcluster serve: keeps the cluster's slots warm and evaluates the kernels clients submit "
                "(docs/serving.md)"};
@@ -1011,19 +1026,8 @@ int serve_main(const std::vector<std::string>& args) {
   app.add_option("--nodes", nodes, "hostfile: serve with the slots of these bbnodes (as bbcluster --nodes)");
   app.add_option("--launcher", launcher, "none (nodes started by hand) or local (bbcluster starts them here)")
     ->check(CLI::IsMember({"none", "local"}));
-  std::vector<std::string> argv_words{"bbcluster serve"};
-  argv_words.insert(argv_words.end(), args.begin(), args.end());
-  std::vector<char*> words;
-  for (auto& w : argv_words)
-    words.push_back(w.data());
-  try {
-    app.parse(static_cast<int>(words.size()), words.data());
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "bbcluster serve: error: " << e.what() << " (see --help)\n";
-    return 2;
-  }
+  if (int rc = parse_subcommand(app, "serve", args); rc >= 0)
+    return rc;
   settings s = default_settings();
   auto fail = [](const std::string& why) {
     std::cerr << "bbcluster serve: " << why << "\n";
@@ -1054,11 +1058,7 @@ int serve_main(const std::vector<std::string>& args) {
     return fail(describe(err));
   spdlog::set_level(spdlog::level::from_str(s.log_level));
   auto run_dir = s.log_dir.empty() ? "bbcluster_serve_" + std::to_string(std::time(nullptr)) : s.log_dir;
-  struct sigaction sa {};
-  sa.sa_handler = on_serve_signal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  catch_stop_signals(on_serve_signal);
   // With keys (nodes.keys), the nodes are reached with them as a sweep reaches them, and the
   // clients must present the same folder's coordinator key pair.
   cluster_request creq;
@@ -1138,19 +1138,8 @@ int submit_main(const std::vector<std::string>& args) {
   app.add_option("--ops", op, "the operator of a single kernel file (default: from its name)");
   app.add_option("--set", set, "KEY=VALUE: a sweep setting for this request");
   app.add_option("--connect-timeout", timeout_s, "seconds to wait for the server's welcome");
-  std::vector<std::string> argv_words{"bbcluster submit"};
-  argv_words.insert(argv_words.end(), args.begin(), args.end());
-  std::vector<char*> words;
-  for (auto& w : argv_words)
-    words.push_back(w.data());
-  try {
-    app.parse(static_cast<int>(words.size()), words.data());
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "bbcluster submit: error: " << e.what() << " (see --help)\n";
-    return 2;
-  }
+  if (int rc = parse_subcommand(app, "submit", args); rc >= 0)
+    return rc;
   auto fail = [](const std::string& why, int rc = 2) {
     std::cerr << "bbcluster submit: " << why << "\n";
     return rc;
@@ -1215,11 +1204,7 @@ int submit_main(const std::vector<std::string>& args) {
     request["data"] = fs::absolute(data).string();
   if (topn >= 0)
     request["topn"] = topn;
-  struct sigaction sa {};
-  sa.sa_handler = on_submit_signal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  catch_stop_signals(on_submit_signal);
   send(request);
   auto id = request["id"].get<std::string>();
   size_t expected = 0, seen = 0;

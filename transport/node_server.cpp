@@ -191,37 +191,10 @@ private:
   // One ZAP request (RFC 27): accepts the CURVE client whose key is the coordinator's, refuses
   // others, naming the refused key and where it came from (log_due).
   void answer_zap() {
-    std::vector<zmq::message_t> frames;
-    for (;;) {
-      zmq::message_t part;
-      if (!zap_.recv(part, zmq::recv_flags::dontwait))
-        break;
-      bool more = part.more();
-      frames.push_back(std::move(part));
-      if (!more)
-        break;
-    }
-    if (frames.size() < 6)
-      return;
-    bool ok = frames.size() >= 7 && frames[5].to_string() == "CURVE" && frames[6].to_string() == allowed_;
-    if (!ok) {
-      auto address = frames[3].to_string();
-      std::string key = "(none)";
-      if (frames.size() >= 7 && frames[6].size() == 32) {
-        char z85[41] = {};
-        if (zmq_z85_encode(z85, static_cast<const uint8_t*>(frames[6].data()), 32))
-          key = z85;
-      }
-      if (log_due("zap\n" + address + "\n" + key))
-        spdlog::warn("node_server: refused a peer whose key is not the coordinator's: public key {} from "
-                     "{} (this node takes only the coordinator.pub of its --keys folder)", key, address);
-    }
-    zap_.send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
-    zap_.send(frames[1], zmq::send_flags::sndmore);
-    zap_.send(zmq::buffer(std::string(ok ? "200" : "400")), zmq::send_flags::sndmore);
-    zap_.send(zmq::buffer(std::string(ok ? "OK" : "not the coordinator's key")), zmq::send_flags::sndmore);
-    zap_.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
-    zap_.send(zmq::str_buffer(""));
+    auto v = bb::answer_zap(zap_, allowed_, "not the coordinator's key");
+    if (v.asked && !v.ok && log_due("zap\n" + v.address + "\n" + v.key))
+      spdlog::warn("node_server: refused a peer whose key is not the coordinator's: public key {} from "
+                   "{} (this node takes only the coordinator.pub of its --keys folder)", v.key, v.address);
   }
 
   // The router's monitor: handshakes that failed and connections that ended, each kind in

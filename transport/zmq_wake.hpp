@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <zmq.hpp>
 
@@ -78,6 +79,47 @@ inline std::optional<monitor_event> next_monitor_event(zmq::socket_t& monitor) {
     std::memcpy(&e.value, static_cast<const char*>(head.data()) + sizeof(e.event), sizeof(e.value));
     return e;
   }
+}
+
+/// One ZAP request (RFC 27) answered on `zap` (a REP bound to inproc://zeromq.zap.01): a CURVE
+/// peer whose public key (32 bytes) is `allowed` passes, others are refused with `refusal`.
+struct zap_verdict {
+  bool asked = false; ///< a request was there
+  bool ok = false;
+  std::string address; ///< the peer's address
+  std::string key;     ///< the refused peer's public key in Z85, "(none)" without one
+};
+
+inline zap_verdict answer_zap(zmq::socket_t& zap, const std::string& allowed, const std::string& refusal) {
+  zap_verdict v;
+  std::vector<zmq::message_t> frames;
+  for (;;) {
+    zmq::message_t part;
+    if (!zap.recv(part, zmq::recv_flags::dontwait))
+      break;
+    bool more = part.more();
+    frames.push_back(std::move(part));
+    if (!more)
+      break;
+  }
+  if (frames.size() < 6)
+    return v;
+  v.asked = true;
+  v.ok = frames.size() >= 7 && frames[5].to_string() == "CURVE" && frames[6].to_string() == allowed;
+  v.address = frames[3].to_string();
+  v.key = "(none)";
+  if (!v.ok && frames.size() >= 7 && frames[6].size() == 32) {
+    char z85[41] = {};
+    if (zmq_z85_encode(z85, static_cast<const uint8_t*>(frames[6].data()), 32))
+      v.key = z85;
+  }
+  zap.send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
+  zap.send(frames[1], zmq::send_flags::sndmore);
+  zap.send(zmq::buffer(std::string(v.ok ? "200" : "400")), zmq::send_flags::sndmore);
+  zap.send(zmq::buffer(v.ok ? std::string("OK") : refusal), zmq::send_flags::sndmore);
+  zap.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+  zap.send(zmq::str_buffer(""));
+  return v;
 }
 
 } // namespace bb
