@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include "artefacts/jit_cache.hpp"
 #include "cluster/config.hpp"
 #include "results/results.hpp"
 #include "messages/errors.hpp"
@@ -49,6 +50,12 @@ runner_spec spec_of(const evaluator_config& cfg) {
   // Each runner sees only its own GPU, as device 0.
   if (cfg.device == "cuda")
     spec.env.push_back("CUDA_VISIBLE_DEVICES=" + cfg.gpu);
+  // Where Triton and TorchInductor compile to: in the scratch folder, which a sandbox
+  // replaces with a bounded one of the runner's own. FlagGems reads its folder once per
+  // process and keeps its tuning database open: one for the runner's life, never kept.
+  if (!cfg.jit_cache_dir.empty())
+    spec.env.push_back("BBCLUSTER_JIT_DIR=" + (scratch_root(cfg) / "jit").string());
+  spec.env.push_back("FLAGGEMS_CACHE_DIR=" + (scratch_root(cfg) / "flaggems").string());
   spec.memory_limit_bytes = cfg.memory_limit_bytes;
   spec.sandbox = cfg.sandbox;
   spec.sandbox.scratch = scratch_root(cfg).string();
@@ -99,18 +106,42 @@ std::string scratch_for(const evaluator_config& cfg, const eval_job& job) {
   return ec ? "" : dir.string();
 }
 
+// The job's kernel's entry in the JIT cache's store, "" when it has none (not a Python kernel,
+// no cache).
+std::string jit_entry_of(const evaluator_state& st, const eval_job& job) {
+  auto name = jit_entry_name(job.kernel.hash);
+  if (st.cfg.jit_cache_dir.empty() || job.kernel.kind != kernel_kind::py || name.empty())
+    return "";
+  return (std::filesystem::path(jit_store_for(st.cfg.jit_cache_dir, st.runner.where())) / name).string();
+}
+
+// After a job that ended well: what its kernel compiled, from the runner's JIT folder into its
+// entry in the store.
+void keep_compiled(evaluator_state& st, const std::string& entry, const std::string& tag) {
+  if (entry.empty())
+    return;
+  constexpr uint64_t max_entry_bytes = uint64_t{1} << 30;
+  auto from = st.runner.files_seen_through() + (scratch_root(st.cfg) / "jit" / std::filesystem::path(entry).filename()).string();
+  auto kept = harvest_jit_cache(from, entry, max_entry_bytes);
+  if (kept.files > 0)
+    spdlog::debug("evaluator {}: kept {} compiled files ({} bytes) in {}", tag, kept.files, kept.bytes, entry);
+  if (!kept.stopped.empty())
+    spdlog::warn("evaluator {}: the JIT cache keeps no more of this kernel: {}", tag, kept.stopped);
+}
+
 } // namespace
 
 namespace {
 
 // Runs `job` on the slot's runner until it ends: an input whose reference runs past the call
 // timeout is left out (reference_error) and the job runs again on a fresh runner without it.
-runner_supervisor::call_outcome run_on_runner(evaluator_state& st, eval_job& job, const std::string& tag) {
+runner_supervisor::call_outcome run_on_runner(evaluator_state& st, eval_job& job, const std::string& tag,
+                                              const std::string& jit_entry) {
   auto scratch = scratch_for(st.cfg, job);
   runner_supervisor::call_outcome call;
   for (size_t tries = 0;; ++tries) {
     call = st.runner.evaluate(job, static_cast<int>(st.cfg.call_timeout_s * 1000),
-                              static_cast<int>(st.cfg.job_timeout_s * 1000), scratch);
+                              static_cast<int>(st.cfg.job_timeout_s * 1000), scratch, jit_entry);
     if (call.ok || call.why != outcome::reference_error
         || tries > job.correctness_inputs.size() + job.performance_inputs.size())
       break;
@@ -181,7 +212,8 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
       static const reference_cache no_cache;
       const auto& references = options.reference_cache ? st.references : no_cache;
       attach_cached_references(job, references, st.runner.where(), options);
-      auto call = run_on_runner(st, job, tag);
+      auto jit_entry = jit_entry_of(st, job);
+      auto call = run_on_runner(st, job, tag, jit_entry);
       auto result = call.ok ? std::move(call.result) : failed_result(job, call.why, call.detail);
       keep_measured_references(result, job, references, options);
       result.runner_restarts = std::exchange(st.unreported_restarts, 0);
@@ -211,6 +243,8 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
         });
         if (spoils_runner(result) || tampered)
           st.runner.stop();
+        else
+          keep_compiled(st, jit_entry, tag);
         return result;
       }
       spdlog::warn("evaluator {}: job {} ({}) {}: {}; starting a fresh runner", tag, job.job_id,

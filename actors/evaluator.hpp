@@ -45,6 +45,9 @@ struct evaluator_config {
   /// The node's sandbox for runners; each slot adds its scratch folder and, on a GPU, its
   /// device nodes.
   sandbox_policy sandbox;
+  /// The JIT cache's store (artefacts/jit_cache.hpp), shared by the node's slots and shown
+  /// read-only to their runners; "" keeps nothing between runners.
+  std::string jit_cache_dir;
 };
 
 caf::error validate(const evaluator_config& cfg);

@@ -86,7 +86,11 @@ struct runner_request {
   std::vector<std::string> ops;
   /// For "evaluate": the job's scratch folder, the runner's working folder while it runs.
   std::string work_dir;
-  MSGPACK_DEFINE_MAP(kind, options, job, ops, work_dir);
+  /// For "evaluate" of a Python kernel: its entry in the JIT cache's store (artefacts/
+  /// jit_cache.hpp), which the runner copies into its own JIT folder before loading the
+  /// kernel; "" for none.
+  std::string jit_entry;
+  MSGPACK_DEFINE_MAP(kind, options, job, ops, work_dir, jit_entry);
 };
 
 /// What a runner tells its evaluator.

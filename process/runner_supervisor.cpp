@@ -177,7 +177,8 @@ std::string seconds_text(int ms) {
 } // namespace
 
 runner_supervisor::call_outcome runner_supervisor::evaluate(const eval_job& job, int call_timeout_ms,
-                                                      int job_timeout_ms, const std::string& work_dir) {
+                                                      int job_timeout_ms, const std::string& work_dir,
+                                                      const std::string& jit_entry) {
   call_outcome out;
   if (!running()) {
     out.why = outcome::infra_error;
@@ -188,6 +189,7 @@ runner_supervisor::call_outcome runner_supervisor::evaluate(const eval_job& job,
   req.kind = runner_request_kind::evaluate;
   req.job = job;
   req.work_dir = work_dir;
+  req.jit_entry = jit_entry;
   if (!frames::write_frame(fd_, pack(req))) {
     out.why = outcome::crashed;
     out.detail = "runner " + reap(2000);

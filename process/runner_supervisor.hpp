@@ -73,7 +73,7 @@ public:
   /// the input in failed_input), not the kernel's timed_out. `work_dir` is the job's scratch
   /// folder.
   call_outcome evaluate(const eval_job& job, int call_timeout_ms, int job_timeout_ms,
-                        const std::string& work_dir = "");
+                        const std::string& work_dir = "", const std::string& jit_entry = "");
 
   /// Asks the runner to allocate, compute and synchronize on its device: "" when it works,
   /// else why not (the runner is then stopped).
@@ -99,6 +99,12 @@ public:
     return pid_;
   }
 
+  /// The prefix through which this process sees the runner's files: "/proc/<pid>/root" of
+  /// the sandbox's first process (its private /tmp and scratch folder are not this process's),
+  /// "" for a runner that runs bare.
+  std::string files_seen_through() const {
+    return sandboxed_ && inner_pid_ > 0 ? "/proc/" + std::to_string(inner_pid_) + "/root" : "";
+  }
   /// Provenance the runner announced when it was configured, with how it is sandboxed.
   const provenance& where() const {
     return where_;

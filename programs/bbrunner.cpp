@@ -10,8 +10,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "artefacts/jit_cache.hpp"
 #include "messages/runner_protocol.hpp"
 #include "process/runner_loop.hpp"
+#include "runner/python_kernel.hpp"
 #include "runner/runner.hpp"
 
 namespace {
@@ -21,6 +23,25 @@ namespace {
 void maybe_inject_fault(const bb::eval_job& job) {
   if (const char* op = std::getenv("BBCLUSTER_TEST_KILL_RUNNER_ON"); op && job.op_name == op)
     std::raise(SIGKILL);
+}
+
+// A Python kernel's JIT libraries compile into a folder of its own under $BBCLUSTER_JIT_DIR
+// (set by the evaluator; in a sandbox, in this runner's private scratch folder), seeded from
+// the kernel's entry in the store. The folder is emptied first: what an earlier kernel left
+// there is never taken for this one's.
+void prepare_jit_folder(const bb::runner_request& req) {
+  const char* jit = std::getenv("BBCLUSTER_JIT_DIR");
+  if (!jit || !*jit || req.job.kernel.kind != bb::kernel_kind::py)
+    return;
+  std::error_code ec;
+  std::filesystem::remove_all(jit, ec);
+  auto name = std::filesystem::path(req.jit_entry).filename().string();
+  auto folder = std::filesystem::path(jit) / (name.empty() ? "unkept" : name);
+  if (!req.jit_entry.empty())
+    if (auto why = bb::seed_jit_folder(req.jit_entry, folder.string()); !why.empty())
+      std::cerr << "bbrunner: the JIT cache's entry is not used: " << why << "\n";
+  std::filesystem::create_directories(folder, ec);
+  bb::runner::python_use_jit_folder(folder.string());
 }
 
 bb::runner_reply evaluate(int fd, const bb::runner_request& req, const bb::runner_options& opts) {
@@ -62,6 +83,7 @@ bb::runner_handlers handlers() {
   h.check = bb::runner::check_device;
   h.evaluate = [](int fd, const bb::runner_request& req, const bb::runner_options& opts) {
     maybe_inject_fault(req.job);
+    prepare_jit_folder(req);
     // The sweep's settings, as the job carries them, over this runner's own.
     return evaluate(fd, req, bb::job_options(opts, req.job.settings));
   };

@@ -13,6 +13,10 @@
 
 namespace bb {
 
+std::string jit_cache_dir() {
+  return project_home() + "/jit";
+}
+
 sandbox_policy node_sandbox(const settings& s, const std::string& run_folder,
                             const std::string& cache_dir, const std::string& runner) {
   namespace fs = std::filesystem;
@@ -47,6 +51,10 @@ sandbox_policy node_sandbox(const settings& s, const std::string& run_folder,
   std::error_code made;
   fs::create_directories(absolute(cache_dir) + "/objects", made);
   p.read_only.push_back(absolute(cache_dir) + "/objects");
+  if (s.jit_cache) {
+    fs::create_directories(jit_cache_dir(), made);
+    p.read_only.push_back(absolute(jit_cache_dir()));
+  }
   p.tmp_bytes = static_cast<uint64_t>(s.sandbox_tmp_mb) << 20;
   p.limits.max_processes = static_cast<uint64_t>(s.sandbox_max_processes);
   p.limits.max_file_bytes = static_cast<uint64_t>(s.sandbox_max_file_mb) << 20;
@@ -98,6 +106,8 @@ local_node spawn_local_node(caf::actor_system& sys, const settings& s, const std
     ecfg.options.cpu_threads = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency() / slots));
   ecfg.memory_limit_bytes = cuda ? 0 : runner_memory_limit(s.memory_limit_gb, slots);
   ecfg.sandbox = sandbox;
+  if (s.jit_cache)
+    ecfg.jit_cache_dir = jit_cache_dir();
   node.evaluators = spawn_evaluators(sys, ecfg, slots);
   node.info.name = name;
   node.info.slots = static_cast<uint32_t>(slots);

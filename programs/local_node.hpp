@@ -26,9 +26,12 @@ struct local_node {
 local_node spawn_local_node(caf::actor_system& sys, const settings& s, const std::string& name,
                             const std::string& log_dir);
 
+/// The JIT cache's store of this node (evaluator.jit_cache): $BBCLUSTER_HOME/jit.
+std::string jit_cache_dir();
+
 /// The sandbox of a node's runners and compilers (evaluator.sandbox): the home, the run
 /// folder, the kernel cache and the CURVE keys hidden; the Python environment, the runner's
-/// folder and the cache's built objects read-only.
+/// folder, the cache's built objects and the JIT cache's store read-only.
 sandbox_policy node_sandbox(const settings& s, const std::string& run_folder,
                             const std::string& cache_dir, const std::string& runner);
 

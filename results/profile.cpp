@@ -10,8 +10,9 @@ namespace bb {
 
 const std::vector<std::string>& profile_phases() {
   static const std::vector<std::string> phases = {
-    "runner_start", "load_kernel", "build_inputs", "reference_calls", "kernel_calls", "compare",
-    "honesty",      "check_timed", "time_reference", "time_kernel", "moving_results", "waiting"};
+    "runner_start", "load_kernel", "build_inputs", "reference_calls", "first_kernel_call", "kernel_calls",
+    "compare",      "honesty",     "check_timed",  "time_reference",  "time_kernel",       "moving_results",
+    "waiting"};
   return phases;
 }
 
@@ -63,7 +64,7 @@ std::string format_profile(const sweep_profile& p, const std::string& kept_in) {
     return reporter;
   static const std::map<std::string, std::string> short_names = {
     {"runner_start", "start"},     {"load_kernel", "load"},      {"build_inputs", "inputs"},
-    {"reference_calls", "ref"},    {"kernel_calls", "kernel"},   {"compare", "compare"},
+    {"reference_calls", "ref"},    {"first_kernel_call", "first"}, {"kernel_calls", "kernel"},   {"compare", "compare"},
     {"honesty", "honesty"},        {"check_timed", "chk_t"},     {"time_reference", "t_ref"},  {"time_kernel", "t_kernel"},
     {"moving_results", "move"},    {"waiting", "wait"}};
   std::string out = "profile: seconds per evaluator slot and phase"

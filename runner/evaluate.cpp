@@ -339,6 +339,10 @@ std::optional<call_error> run_one_call(op_context& ctx, const char* phase, const
                                        const built_call& call, prepared_input& in, c10::IValue& out,
                                        double* pending_ms = nullptr, const c10::IValue* poison_like = nullptr,
                                        stream_report* watched = nullptr) {
+  // The kernel's first call of the job carries what its JIT libraries compile (Triton,
+  // TorchInductor) and tune: counted apart.
+  if (&k == &ctx.impl && ctx.kernel_called && !*ctx.kernel_called)
+    phase = "first_kernel_call";
   return ctx.phases.time(phase, [&] {
     return guarded([&] {
       in = prepare(call, ctx.op.schema(), &k);

@@ -117,6 +117,11 @@ def new_threads():
             out.append('a _thread thread running ' + frame.f_code.co_name)
     return out
 
+# Where the JIT libraries a kernel uses compile to (bbrunner's JIT folder, per kernel).
+def use_jit_folder(folder):
+    os.environ['TRITON_CACHE_DIR'] = os.path.join(folder, 'triton')
+    os.environ['TORCHINDUCTOR_CACHE_DIR'] = os.path.join(folder, 'inductor')
+
 def describe(kind, value, tb):
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith('<'):
         tb = tb.tb_next
@@ -136,7 +141,7 @@ original_comparisons = comparisons()
 // survive it), and a static py::object would be released without the GIL at exit.
 struct helpers {
   py::object load, unload, tampered, describe, timers, original_timers, comparisons,
-    original_comparisons, mark_threads, new_threads;
+    original_comparisons, mark_threads, new_threads, use_jit_folder;
 };
 std::atomic<helpers*> python{nullptr};
 
@@ -195,7 +200,7 @@ std::string start_python() {
       python = new helpers{ns["load"],        ns["unload"],       ns["tampered"],
                            ns["describe"],    ns["timers"],       ns["original_timers"],
                            ns["comparisons"], ns["original_comparisons"], ns["mark_threads"],
-                           ns["new_threads"]};
+                           ns["new_threads"], ns["use_jit_folder"]};
     } catch (const py::error_already_set& e) {
       auto err = to_error(e);
       why = "cannot import torch: " + err.type + ": " + err.what();
@@ -403,6 +408,21 @@ std::vector<std::string> python_new_threads() {
     return h->new_threads().cast<std::vector<std::string>>();
   } catch (const py::error_already_set&) {
     return {"(threading could not be read)"};
+  }
+}
+
+void python_use_jit_folder(const std::string& folder) {
+  // Before Python starts, its os.environ is made from this process's environment.
+  auto* h = python.load();
+  if (!h) {
+    ::setenv("TRITON_CACHE_DIR", (folder + "/triton").c_str(), 1);
+    ::setenv("TORCHINDUCTOR_CACHE_DIR", (folder + "/inductor").c_str(), 1);
+    return;
+  }
+  py::gil_scoped_acquire gil;
+  try {
+    h->use_jit_folder(folder);
+  } catch (const py::error_already_set&) {
   }
 }
 

@@ -72,6 +72,10 @@ bool python_timers_tampered();
 /// has not started.
 bool python_comparison_tampered();
 
+/// Points Triton's and TorchInductor's caches at `folder` (its triton/ and inductor/), for the
+/// kernel about to load: in the environment before Python starts, in os.environ after.
+void python_use_jit_folder(const std::string& folder);
+
 /// Records the Python threads alive now (nothing when Python has not started).
 void python_mark_threads();
 

@@ -7,6 +7,9 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/evaluator.hpp"
+#include "artefacts/jit_cache.hpp"
+#include "artefacts/sha256.hpp"
+#include "cluster/config.hpp"
 #include "messages/errors.hpp"
 #include "suite/suite.hpp"
 #include "support.hpp"
@@ -126,4 +129,106 @@ TEST_CASE("a job that outlives its timeout is timed_out and the runner group is 
   CHECK(r.outcome == bb::outcome::timed_out);
   CHECK(r.detail.find("killed by signal 15 (SIGTERM)") != std::string::npos);
   self->send_exit(e, caf::exit_reason::user_shutdown);
+}
+
+namespace {
+
+// A relu kernel whose module runs `top` when it loads and whose function runs `body` (Python,
+// `d`: Triton's cache folder at load and in each call, `x` the call's input).
+artefact python_relu(const std::string& folder, const std::string& top, const std::string& body) {
+  auto source = "import os\nimport torch\n\nd = os.environ['TRITON_CACHE_DIR']\nos.makedirs(d, exist_ok=True)\n"
+                + top + "\n\ndef relu_kernel_impl(x):\n" + body + "    return torch.relu(x)\n";
+  auto path = folder + "/relu_" + sha256_hex(source).substr(0, 8) + ".py";
+  test::write_file(path, source);
+  return {kernel_kind::py, path, source, sha256_hex(source), "relu_kernel_impl", "", ""};
+}
+
+eval_job relu_job(uint64_t id, artefact kernel) {
+  eval_job job;
+  job.job_id = id;
+  job.attempt = 1;
+  job.op_name = "aten.relu.default";
+  job.kernel = std::move(kernel);
+  job.correctness_inputs = {"((T([16], f32),), {})"};
+  job.performance_inputs = job.correctness_inputs;
+  return job;
+}
+
+} // namespace
+
+TEST_CASE("what a Python kernel's JIT libraries compile is kept for that kernel alone, across "
+          "runners",
+          "[actors]") {
+  std::vector<sandbox_mode> modes = {sandbox_mode::off};
+  if (sandbox_unavailable().empty())
+    modes.push_back(sandbox_mode::required);
+  else
+    WARN("no sandbox here: only the bare runner's JIT folder is tried (" << sandbox_unavailable() << ")");
+  for (auto mode : modes) {
+    INFO("sandbox " << to_string(mode));
+    caf::actor_system_config cfg;
+    cfg.add_message_types<caf::id_block::bb>();
+    caf::actor_system sys{cfg};
+    auto dir = test::unhidden_temp_dir("jit");
+    // Reachable by the unprivileged user a runner started by root becomes.
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_read
+                                        | std::filesystem::perms::group_exec | std::filesystem::perms::others_read
+                                        | std::filesystem::perms::others_exec);
+    std::filesystem::create_directories(dir + "/store");
+    evaluator_config ecfg;
+    ecfg.runner = BB_BIN_DIR "/bbrunner";
+    ecfg.log_dir = dir + "/logs";
+    ecfg.options.cpu_warmup = 1;
+    ecfg.options.cpu_runs = 2;
+    ecfg.jit_cache_dir = dir + "/store";
+    ecfg.sandbox.mode = mode;
+    ecfg.sandbox.hidden = default_hidden_folders();
+    ecfg.sandbox.read_only = python_environment_folders(build_python());
+    ecfg.sandbox.read_only.push_back(BB_BIN_DIR);
+    ecfg.sandbox.read_only.push_back(ecfg.jit_cache_dir);
+    auto a = python_relu(dir,
+                         "if os.path.exists(os.path.join(d, 'a.cubin')):\n"
+                         "    open(os.path.join(d, 'seen.txt'), 'w').write('seen')\n"
+                         "open(os.path.join(d, 'a.cubin'), 'w').write('compiled')\n"
+                         "i = os.environ['TORCHINDUCTOR_CACHE_DIR']\n"
+                         "os.makedirs(i, exist_ok=True)\n"
+                         "open(os.path.join(i, 'x'), 'w').write('inductor')\n",
+                         "");
+    auto a_entry = jit_entry_name(a.hash);
+    // B lists the runner's JIT folders and plants a file where A's compile.
+    auto b = python_relu(dir,
+                         "root = os.path.dirname(os.path.dirname(d))\n"
+                         "open(os.path.join(d, 'listing.txt'), 'w').write(','.join(sorted(os.listdir(root))))\n",
+                         "    victim = os.path.join(root, '" + a_entry + "', 'triton')\n"
+                         "    os.makedirs(victim, exist_ok=True)\n"
+                         "    open(os.path.join(victim, 'planted.cubin'), 'w').write('planted')\n");
+    auto b_entry = jit_entry_name(b.hash);
+    caf::scoped_actor self{sys};
+    auto e = sys.spawn<caf::detached>(evaluator, ecfg);
+    auto first = evaluate(self, e, relu_job(1, a));
+    REQUIRE(first.outcome == outcome::ok);
+    REQUIRE(first.correctness.size() == 1);
+    CHECK(first.correctness[0].is_correct);
+    auto store = jit_store_for(ecfg.jit_cache_dir, first.where);
+    CHECK(test::read_file(store + "/" + a_entry + "/triton/a.cubin") == "compiled");
+    CHECK(test::read_file(store + "/" + a_entry + "/inductor/x") == "inductor");
+    CHECK(!std::filesystem::exists(store + "/" + a_entry + "/triton/seen.txt"));
+
+    auto second = evaluate(self, e, relu_job(2, b));
+    CHECK(second.outcome == outcome::ok);
+    // B saw only its own folder, and what it planted in A's was not kept for A.
+    CHECK(test::read_file(store + "/" + b_entry + "/triton/listing.txt") == b_entry);
+    CHECK(!std::filesystem::exists(store + "/" + a_entry + "/triton/planted.cubin"));
+    self->send_exit(e, caf::exit_reason::user_shutdown);
+
+    // A fresh evaluator's fresh runner finds what A compiled before.
+    auto again = sys.spawn<caf::detached>(evaluator, ecfg);
+    auto third = evaluate(self, again, relu_job(3, a));
+    CHECK(third.outcome == outcome::ok);
+    CHECK(test::read_file(store + "/" + a_entry + "/triton/seen.txt") == "seen");
+    CHECK(!std::filesystem::exists(store + "/" + a_entry + "/triton/planted.cubin"));
+    self->send_exit(again, caf::exit_reason::user_shutdown);
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
 }

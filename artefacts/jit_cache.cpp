@@ -1,0 +1,196 @@
+#include "artefacts/jit_cache.hpp"
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "artefacts/sha256.hpp"
+
+namespace bb {
+
+namespace fs = std::filesystem;
+
+std::string jit_store_for(const std::string& base, const provenance& where) {
+  auto material = "bbcluster-jit-1\n" + where.device + "\n" + where.driver + "\n" + where.torch_version;
+  return (fs::path(base) / sha256_hex(material).substr(0, 16)).string();
+}
+
+std::string jit_entry_name(const std::string& kernel_hash) {
+  if (kernel_hash.size() < 32)
+    return "";
+  for (size_t i = 0; i < 32; ++i)
+    if (!std::isxdigit(static_cast<unsigned char>(kernel_hash[i])))
+      return "";
+  return kernel_hash.substr(0, 32);
+}
+
+namespace {
+
+// A descriptor closed at the end of its scope.
+struct fd_guard {
+  int fd = -1;
+  ~fd_guard() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+// Calls `file(dir_fd, name, relative)` for each regular file under the folder open as `dir`
+// and `folder(relative)` for each folder, never following a link: every step is an openat
+// with O_NOFOLLOW, so a link put in place while the walk runs is refused, not followed.
+void walk(int dir, const fs::path& relative, const std::function<void(int, const std::string&, const fs::path&)>& file,
+          const std::function<void(const fs::path&)>& folder) {
+  int copy = ::dup(dir);
+  if (copy < 0)
+    return;
+  DIR* d = ::fdopendir(copy);
+  if (!d) {
+    ::close(copy);
+    return;
+  }
+  while (auto* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..")
+      continue;
+    struct stat st {};
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+      continue;
+    if (S_ISDIR(st.st_mode)) {
+      fd_guard sub{::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+      if (sub.fd < 0)
+        continue;
+      folder(relative / name);
+      walk(sub.fd, relative / name, file, folder);
+    } else if (S_ISREG(st.st_mode)) {
+      file(dir, name, relative / name);
+    }
+  }
+  ::closedir(d);
+}
+
+// Copies the regular file `name` of the folder `dir` to `target` whole (a temporary file
+// beside it, then a rename). Returns the bytes copied, or -1.
+int64_t copy_whole(int dir, const std::string& name, const fs::path& target, uint64_t max_bytes) {
+  fd_guard in{::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)};
+  struct stat st {};
+  if (in.fd < 0 || ::fstat(in.fd, &st) != 0 || !S_ISREG(st.st_mode)
+      || static_cast<uint64_t>(st.st_size) > max_bytes)
+    return -1;
+  static std::atomic<uint64_t> counter{0};
+  auto tmp = target;
+  tmp += ".tmp" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  int64_t copied = 0;
+  {
+    fd_guard out{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)};
+    if (out.fd < 0)
+      return -1;
+    char buf[1 << 16];
+    for (;;) {
+      auto n = ::read(in.fd, buf, sizeof(buf));
+      if (n < 0 || static_cast<uint64_t>(copied + n) > max_bytes) {
+        copied = -1;
+        break;
+      }
+      if (n == 0)
+        break;
+      for (ssize_t done = 0; done < n;) {
+        auto w = ::write(out.fd, buf + done, static_cast<size_t>(n - done));
+        if (w <= 0) {
+          copied = -1;
+          break;
+        }
+        done += w;
+      }
+      if (copied < 0)
+        break;
+      copied += n;
+    }
+  }
+  std::error_code ec;
+  if (copied >= 0)
+    fs::rename(tmp, target, ec);
+  if (copied < 0 || ec) {
+    fs::remove(tmp, ec);
+    return -1;
+  }
+  return copied;
+}
+
+bool half_written(const fs::path& relative) {
+  for (auto& part : relative)
+    if (part.string().rfind("tmp.", 0) == 0)
+      return true;
+  return false;
+}
+
+} // namespace
+
+jit_harvest harvest_jit_cache(const std::string& from, const std::string& to, uint64_t max_bytes) {
+  jit_harvest h;
+  fd_guard root{::open(from.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  if (root.fd < 0)
+    return h;
+  // What the entry holds already counts against its bound.
+  uint64_t held = 0;
+  std::error_code ec;
+  if (fs::is_directory(to, ec))
+    for (auto it = fs::recursive_directory_iterator(to, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+      if (it->is_regular_file(ec))
+        held += it->file_size(ec);
+  walk(root.fd, {},
+       [&](int dir, const std::string& name, const fs::path& relative) {
+         if (!h.stopped.empty() || half_written(relative))
+           return;
+         auto target = fs::path(to) / relative;
+         std::error_code e;
+         if (fs::exists(fs::symlink_status(target, e)))
+           return;
+         struct stat st {};
+         if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+           return;
+         if (held + static_cast<uint64_t>(st.st_size) > max_bytes) {
+           h.stopped = "the entry would hold more than " + std::to_string(max_bytes >> 20) + " MiB";
+           return;
+         }
+         fs::create_directories(target.parent_path(), e);
+         auto n = copy_whole(dir, name, target, max_bytes - held);
+         if (n < 0)
+           return;
+         held += static_cast<uint64_t>(n);
+         h.bytes += static_cast<uint64_t>(n);
+         ++h.files;
+       },
+       [](const fs::path&) {});
+  return h;
+}
+
+std::string seed_jit_folder(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  fs::remove_all(to, ec);
+  if (ec)
+    return "cannot empty " + to + ": " + ec.message();
+  fs::create_directories(to, ec);
+  if (ec)
+    return "cannot make " + to + ": " + ec.message();
+  fd_guard root{::open(from.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  if (root.fd < 0)
+    return ""; // nothing kept for this kernel yet
+  std::string why;
+  walk(root.fd, {},
+       [&](int dir, const std::string& name, const fs::path& relative) {
+         if (copy_whole(dir, name, fs::path(to) / relative, UINT64_MAX) < 0 && why.empty())
+           why = "cannot copy " + (fs::path(from) / relative).string();
+       },
+       [&](const fs::path& relative) {
+         std::error_code e;
+         fs::create_directories(fs::path(to) / relative, e);
+       });
+  return why;
+}
+
+} // namespace bb

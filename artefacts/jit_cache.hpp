@@ -1,0 +1,50 @@
+#pragma once
+
+// The JIT cache: what Triton, TorchInductor and FlagGems compile while a Python kernel runs
+// (cubins, launchers, generated code), kept per machine under $BBCLUSTER_HOME/jit so that the
+// next run, the next runner and the next sweep on that machine do not compile it again.
+//
+// Kernels are untrusted, so no kernel ever writes to the store. A runner sees the store
+// read-only and copies its kernel's entry into a folder of its own private /tmp before the
+// kernel loads; the JIT libraries write there. After a job that ended well and left its runner
+// untouched, the evaluator (outside the sandbox) copies what is new into that kernel's entry.
+// An entry is keyed by the kernel's source hash, inside a folder keyed by the machine (GPU,
+// driver, torch): a kernel can only ever add to its own entry, and what an entry holds runs
+// under every check again on each use (the references never use these caches).
+
+#include <cstdint>
+#include <string>
+
+#include "messages/records.hpp"
+
+namespace bb {
+
+/// The store's folder for runners that announced `where` (GPU, driver and torch build) under
+/// `base`: a different machine, driver or torch never reuses another's entries. Triton's own
+/// keys add its version, the target and the compiler options.
+std::string jit_store_for(const std::string& base, const provenance& where);
+
+/// The name of a kernel's entry in the store: the first 32 hex digits of its source hash; ""
+/// for a hash that is not one (an aten kernel's "aten").
+std::string jit_entry_name(const std::string& kernel_hash);
+
+/// What harvest_jit_cache copied.
+struct jit_harvest {
+  size_t files = 0;
+  uint64_t bytes = 0;
+  /// Why it stopped before copying everything new ("" when it did not): the entry's bound.
+  std::string stopped;
+};
+
+/// Copies the regular files under `from` that `to` lacks into `to` (each written whole: a
+/// temporary file, then a rename, safe beside other evaluators harvesting the same entry).
+/// Links, devices and what lies beyond them are passed over, as are half-written files of the
+/// JIT libraries (names starting with "tmp."). Stops before the entry would exceed
+/// `max_bytes`. A `from` that does not exist copies nothing.
+jit_harvest harvest_jit_cache(const std::string& from, const std::string& to, uint64_t max_bytes);
+
+/// Copies the store's entry `from` into the runner's own folder `to` (made empty first):
+/// regular files and folders only. Returns "" or why it could not.
+std::string seed_jit_folder(const std::string& from, const std::string& to);
+
+} // namespace bb
