@@ -13,8 +13,11 @@
 3. Fairness. One client submits many kernels, another a few at the same time on one slot: the
    few finish within twice their time on an idle service (goal).
 
+   On a GPU machine also: many clients' small kernels on the real runner and the GPU.
+
 Usage: bench/serve.py [--bin build/bin] [--clients 64] [--kernels 50] [--slots 1,2,4]
-                      [--large 1000] [--speedup 10] [--quick]
+                      [--large 1000] [--speedup 10] [--quick] [--gpu-clients 8] [--gpu-kernels 10]
+                      [--only latency,gpu,throughput,fairness]
 Needs the Python client's dependencies (pyzmq, msgpack: scripts/setup.sh installs them).
 """
 
@@ -41,6 +44,8 @@ def relu_kernel_impl(x):
 
 # Short CPU timing: the latency is the service's and the runner's, not a long timer's.
 QUICK_TIMER = {"timing.cpu_runs": "5", "timing.cpu_warmup": "1"}
+# Short do_bench budgets for the GPU's throughput: many small evaluations.
+GPU_TIMER = {"timing.gpu_warmup_ms": "5", "timing.gpu_rep_ms": "20"}
 
 
 class Server:
@@ -71,8 +76,12 @@ class Server:
         self.log.close()
 
 
+def gpu_here():
+    return any(n.startswith("nvidia") and n[6:].isdigit() for n in os.listdir("/dev"))
+
+
 def latency(args, work):
-    print("== latency: one relu kernel (smoke suite), real runner, 1 CPU slot ==")
+    print(f"== latency: one relu kernel (smoke suite), real runner, 1 {'GPU' if args.gpu else 'CPU'} slot ==")
     folder = os.path.join(work, "latency")
     kernels = os.path.join(folder, "kernels", "relu")
     os.makedirs(kernels)
@@ -115,6 +124,23 @@ def latency(args, work):
     if not os.path.exists(anchor):
         print("  fresh BackendBench process:           not measured here (.anchors/backendbench is on the GPU "
               "machine only)")
+        return
+    # BackendBench's own evaluator on the same kernel folder and suite, a fresh process each time.
+    anchor_runs = []
+    for i in range(args.fresh_repeats):
+        env = dict(os.environ, BB_OUT=os.path.join(folder, f"backendbench{i}"))
+        started = time.perf_counter()
+        done = subprocess.run(["bash", anchor, "-", "0", "--suite", "smoke", "--backend", "directory",
+                               "--ops-directory", os.path.dirname(kernels), "--ops", "relu"],
+                              capture_output=True, text=True, env=env)
+        anchor_runs.append(time.perf_counter() - started)
+        if done.returncode != 0:
+            print("  fresh BackendBench process:           failed: " + done.stdout[-500:] + done.stderr[-500:])
+            return
+    print(f"  fresh BackendBench process:           median {statistics.median(anchor_runs) * 1000:8.1f} ms "
+          f"({args.fresh_repeats} runs)")
+    print(f"  fresh BackendBench / warm service:    "
+          f"{statistics.median(anchor_runs) / statistics.median(served):8.1f}x")
 
 
 def sim_env(speedup):
@@ -166,6 +192,36 @@ def throughput(args, work):
         print(f"  {slots:>5} {n:>11} {seconds:>8.2f} {n / seconds:>10.1f} {share:>22.2f}")
 
 
+def gpu_throughput(args, work):
+    clients_n, kernels_n = args.gpu_clients, args.gpu_kernels
+    print(f"== throughput on the GPU: {clients_n} clients x {kernels_n} kernels each, the real runner, 1 slot, "
+          f"do_bench budgets {GPU_TIMER['timing.gpu_warmup_ms']}/{GPU_TIMER['timing.gpu_rep_ms']} ms ==")
+    folder = os.path.join(work, "gpu_throughput")
+    os.makedirs(folder)
+    server = Server(args.binary, folder, ["--devices", "1", "--set", f"serve.max_requests={max(64, kernels_n)}"])
+    try:
+        with Client(server.address, name="warm") as c:
+            c.evaluate("relu", RELU, suite="smoke", settings=GPU_TIMER)  # starts the runner
+        clients = [Client(server.address, name=f"g{i}") for i in range(clients_n)]
+        busy = []
+        started = time.perf_counter()
+        futures = [c.submit("relu", kernel(i * kernels_n + k), suite="smoke", settings=GPU_TIMER)
+                   for k in range(kernels_n) for i, c in enumerate(clients)]
+        correct = 0
+        for f in concurrent.futures.as_completed(futures):
+            r = f.result()
+            busy.append(r.raw.get("wall_seconds", 0.0))
+            correct += bool(r.correct)
+        seconds = time.perf_counter() - started
+        for c in clients:
+            c.close()
+    finally:
+        server.stop()
+    n = len(busy)
+    print(f"  {n} evaluations ({correct} correct) in {seconds:.2f} s: {n / seconds:.1f} per second, "
+          f"slot share evaluating {sum(busy) / seconds:.2f}")
+
+
 def fairness(args, work):
     print(f"== fairness: one client submits {args.large} kernels, another {args.small} at the same time, "
           f"1 sim_runner slot ==")
@@ -209,16 +265,29 @@ def main():
     p.add_argument("--fresh-repeats", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="fewer clients, kernels and repeats")
     p.add_argument("--keep", action="store_true", help="keep the run folders")
+    p.add_argument("--gpu-clients", type=int, default=8, help="clients of the GPU throughput run")
+    p.add_argument("--gpu-kernels", type=int, default=10, help="kernels per client of the GPU throughput run")
+    p.add_argument("--only", default="", help="comma-separated parts to run: latency,gpu,throughput,fairness")
     args = p.parse_args()
+    args.gpu = gpu_here()
     if args.quick:
         args.clients, args.kernels, args.large, args.repeats, args.fresh_repeats = 8, 10, 100, 5, 1
     args.binary = os.path.join(args.bin, "bbcluster")
     args.slots = [int(s) for s in args.slots.split(",")]
     work = tempfile.mkdtemp(prefix="bench-serve-")
     try:
-        latency(args, work)
-        throughput(args, work)
-        fairness(args, work)
+        parts = set(args.only.split(",")) if args.only else {"latency", "gpu", "throughput", "fairness"}
+        if "latency" in parts:
+            latency(args, work)
+        if "gpu" in parts:
+            if args.gpu:
+                gpu_throughput(args, work)
+            else:
+                print("== throughput on the GPU: not measured here (no GPU) ==")
+        if "throughput" in parts:
+            throughput(args, work)
+        if "fairness" in parts:
+            fairness(args, work)
     finally:
         if args.keep:
             print("run folders in " + work)
