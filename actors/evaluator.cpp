@@ -107,22 +107,29 @@ std::string scratch_for(const evaluator_config& cfg, const eval_job& job) {
 }
 
 // The job's kernel's entry in the JIT cache's store, "" when it has none (not a Python kernel,
-// no cache).
+// no cache, a runner without a sandbox: a kernel that can write anywhere could write to the
+// store).
 std::string jit_entry_of(const evaluator_state& st, const eval_job& job) {
   auto name = jit_entry_name(job.kernel.hash);
-  if (st.cfg.jit_cache_dir.empty() || job.kernel.kind != kernel_kind::py || name.empty())
+  if (st.cfg.jit_cache_dir.empty() || job.kernel.kind != kernel_kind::py || name.empty()
+      || st.runner.where().sandbox != "namespaces")
     return "";
   return (std::filesystem::path(jit_store_for(st.cfg.jit_cache_dir, st.runner.where())) / name).string();
 }
 
-// After a job that ended well: what its kernel compiled, from the runner's JIT folder into its
-// entry in the store.
+// After a job that ended untampered: what its kernel compiled, from the runner's JIT folder into
+// its entry in the store. Not when a process of the sandbox outlived its job: it could have
+// written into this kernel's folder.
 void keep_compiled(evaluator_state& st, const std::string& entry, const std::string& tag) {
   if (entry.empty())
     return;
-  constexpr uint64_t max_entry_bytes = uint64_t{1} << 30;
-  auto from = st.runner.files_seen_through() + (scratch_root(st.cfg) / "jit" / std::filesystem::path(entry).filename()).string();
-  auto kept = harvest_jit_cache(from, entry, max_entry_bytes);
+  auto root = st.runner.files_seen_through();
+  if (root.empty() || !st.runner.sandbox_holds_only_runner()) {
+    spdlog::debug("evaluator {}: nothing kept in the JIT cache: the sandbox holds other processes", tag);
+    return;
+  }
+  auto from = scratch_root(st.cfg) / "jit" / std::filesystem::path(entry).filename();
+  auto kept = harvest_jit_cache(root, from.string(), entry);
   if (kept.files > 0)
     spdlog::debug("evaluator {}: kept {} compiled files ({} bytes) in {}", tag, kept.files, kept.bytes, entry);
   if (!kept.stopped.empty())

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "artefacts/sha256.hpp"
@@ -43,8 +44,9 @@ struct fd_guard {
 // Calls `file(dir_fd, name, relative)` for each regular file under the folder open as `dir`
 // and `folder(relative)` for each folder, never following a link: every step is an openat
 // with O_NOFOLLOW, so a link put in place while the walk runs is refused, not followed.
+// Folders deeper than `depth` below `dir` are not entered.
 void walk(int dir, const fs::path& relative, const std::function<void(int, const std::string&, const fs::path&)>& file,
-          const std::function<void(const fs::path&)>& folder) {
+          const std::function<void(const fs::path&)>& folder, size_t depth) {
   int copy = ::dup(dir);
   if (copy < 0)
     return;
@@ -61,11 +63,13 @@ void walk(int dir, const fs::path& relative, const std::function<void(int, const
     if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
       continue;
     if (S_ISDIR(st.st_mode)) {
+      if (depth == 0)
+        continue;
       fd_guard sub{::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
       if (sub.fd < 0)
         continue;
       folder(relative / name);
-      walk(sub.fd, relative / name, file, folder);
+      walk(sub.fd, relative / name, file, folder, depth - 1);
     } else if (S_ISREG(st.st_mode)) {
       file(dir, name, relative / name);
     }
@@ -121,30 +125,69 @@ int64_t copy_whole(int dir, const std::string& name, const fs::path& target, uin
   return copied;
 }
 
+// Triton's folder being written (tmp.pid_...), its older half-written files
+// (<name>.tmp.pid_...), and this file's own temporary files.
 bool half_written(const fs::path& relative) {
-  for (auto& part : relative)
-    if (part.string().rfind("tmp.", 0) == 0)
+  for (auto& part : relative) {
+    auto p = part.string();
+    if (p.rfind("tmp.", 0) == 0 || p.find(".tmp.pid_") != std::string::npos || p.find(".tmp") != std::string::npos)
       return true;
+  }
   return false;
+}
+
+// Opens the absolute `path` below the folder `root`, one component at a time, none followed
+// if it is a link: -1 when any step is not a plain folder.
+int open_beneath(const std::string& root, const fs::path& path) {
+  int fd = ::open(root.empty() ? "/" : root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  for (auto& part : path.relative_path()) {
+    if (fd < 0)
+      break;
+    auto name = part.string();
+    if (name.empty() || name == ".")
+      continue;
+    int next = name == ".." ? -1 : ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    ::close(fd);
+    fd = next;
+  }
+  return fd;
 }
 
 } // namespace
 
-jit_harvest harvest_jit_cache(const std::string& from, const std::string& to, uint64_t max_bytes) {
+jit_harvest harvest_jit_cache(const std::string& root, const std::string& from, const std::string& to,
+                              const jit_bounds& bounds) {
   jit_harvest h;
-  fd_guard root{::open(from.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (root.fd < 0)
+  fd_guard top{open_beneath(root, from)};
+  if (top.fd < 0)
     return h;
-  // What the entry holds already counts against its bound.
-  uint64_t held = 0;
   std::error_code ec;
-  if (fs::is_directory(to, ec))
-    for (auto it = fs::recursive_directory_iterator(to, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-      if (it->is_regular_file(ec))
-        held += it->file_size(ec);
-  walk(root.fd, {},
+  fs::create_directories(to, ec);
+  struct statvfs vfs {};
+  if (::statvfs(to.c_str(), &vfs) == 0
+      && static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize < bounds.free_bytes) {
+    h.stopped = "the store's file system has less than " + std::to_string(bounds.free_bytes >> 20) + " MiB free";
+    return h;
+  }
+  // What the entry holds already counts against its bounds.
+  uint64_t held = 0;
+  size_t files = 0;
+  for (auto it = fs::recursive_directory_iterator(to, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    ++files;
+    if (it->is_regular_file(ec))
+      held += it->file_size(ec);
+  }
+  auto max_bytes = bounds.entry_bytes;
+  auto full = [&] {
+    if (files < bounds.entry_files)
+      return false;
+    if (h.stopped.empty())
+      h.stopped = "the entry would hold more than " + std::to_string(bounds.entry_files) + " files";
+    return true;
+  };
+  walk(top.fd, {},
        [&](int dir, const std::string& name, const fs::path& relative) {
-         if (!h.stopped.empty() || half_written(relative))
+         if (!h.stopped.empty() || half_written(relative) || full())
            return;
          auto target = fs::path(to) / relative;
          std::error_code e;
@@ -164,8 +207,14 @@ jit_harvest harvest_jit_cache(const std::string& from, const std::string& to, ui
          held += static_cast<uint64_t>(n);
          h.bytes += static_cast<uint64_t>(n);
          ++h.files;
+         ++files;
        },
-       [](const fs::path&) {});
+       [&](const fs::path& relative) {
+         std::error_code e;
+         if (h.stopped.empty() && !half_written(relative) && !fs::exists(fs::path(to) / relative, e) && !full())
+           ++files;
+       },
+       bounds.depth);
   return h;
 }
 
@@ -189,7 +238,8 @@ std::string seed_jit_folder(const std::string& from, const std::string& to) {
        [&](const fs::path& relative) {
          std::error_code e;
          fs::create_directories(fs::path(to) / relative, e);
-       });
+       },
+       jit_bounds{}.depth);
   return why;
 }
 

@@ -28,6 +28,19 @@ std::string jit_store_for(const std::string& base, const provenance& where);
 /// for a hash that is not one (an aten kernel's "aten").
 std::string jit_entry_name(const std::string& kernel_hash);
 
+/// Bounds of what the store keeps.
+struct jit_bounds {
+  /// Bytes of one kernel's entry (Triton's files for a kernel of many configurations are a
+  /// few MiB).
+  uint64_t entry_bytes = uint64_t{256} << 20;
+  /// Files and folders of one entry.
+  size_t entry_files = 10000;
+  /// Folders below the entry's top (Triton's and TorchInductor's layouts are a few deep).
+  size_t depth = 8;
+  /// Nothing is kept while the store's file system has less free space than this.
+  uint64_t free_bytes = uint64_t{2} << 30;
+};
+
 /// What harvest_jit_cache copied.
 struct jit_harvest {
   size_t files = 0;
@@ -38,10 +51,14 @@ struct jit_harvest {
 
 /// Copies the regular files under `from` that `to` lacks into `to` (each written whole: a
 /// temporary file, then a rename, safe beside other evaluators harvesting the same entry).
-/// Links, devices and what lies beyond them are passed over, as are half-written files of the
-/// JIT libraries (names starting with "tmp."). Stops before the entry would exceed
-/// `max_bytes`. A `from` that does not exist copies nothing.
-jit_harvest harvest_jit_cache(const std::string& from, const std::string& to, uint64_t max_bytes);
+/// `from` is an absolute path as seen from `root` (a sandbox's "/proc/<pid>/root"): every
+/// folder on the way, from `root` down, is opened without following a link, so a link a
+/// kernel put anywhere on the path or below it is never followed. Devices, links and
+/// half-written files of the JIT libraries are passed over. Stops at the bounds (the entry's
+/// bytes, files and depth) and copies nothing while the store's file system is short of free
+/// space. A `from` that does not exist copies nothing.
+jit_harvest harvest_jit_cache(const std::string& root, const std::string& from, const std::string& to,
+                              const jit_bounds& bounds = {});
 
 /// Copies the store's entry `from` into the runner's own folder `to` (made empty first):
 /// regular files and folders only. Returns "" or why it could not.

@@ -363,6 +363,23 @@ std::string runner_supervisor::reap(int timeout_ms) {
   }
 }
 
+std::string runner_supervisor::files_seen_through() const {
+  if (!sandboxed_ || inner_pid_ <= 0)
+    return "";
+  auto st = read_proc_stat(inner_pid_);
+  if (!st || st->start != inner_start_ || st->state == 'Z' || st->state == 'X')
+    return "";
+  return "/proc/" + std::to_string(inner_pid_) + "/root";
+}
+
+bool runner_supervisor::sandbox_holds_only_runner() const {
+  if (files_seen_through().empty())
+    return false;
+  // The sandbox's first process has one child, the runner, which has none.
+  auto first = children_of(inner_pid_);
+  return first.size() == 1 && children_of(first.front().pid).empty();
+}
+
 void runner_supervisor::end_sandbox() {
   if (inner_pid_ <= 0)
     return;

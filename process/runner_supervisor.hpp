@@ -99,12 +99,12 @@ public:
     return pid_;
   }
 
-  /// The prefix through which this process sees the runner's files: "/proc/<pid>/root" of
-  /// the sandbox's first process (its private /tmp and scratch folder are not this process's),
-  /// "" for a runner that runs bare.
-  std::string files_seen_through() const {
-    return sandboxed_ && inner_pid_ > 0 ? "/proc/" + std::to_string(inner_pid_) + "/root" : "";
-  }
+  /// The folder through which this process sees the sandboxed runner's files: "/proc/<pid>/
+  /// root" of the sandbox's first process (its private /tmp and scratch folder are not this
+  /// process's); "" for a runner that runs bare or is gone.
+  std::string files_seen_through() const;
+  /// Whether the sandbox holds no process but the runner (none that a kernel left behind).
+  bool sandbox_holds_only_runner() const;
   /// Provenance the runner announced when it was configured, with how it is sandboxed.
   const provenance& where() const {
     return where_;

@@ -14,7 +14,9 @@
 namespace bb {
 
 std::string jit_cache_dir() {
-  return project_home() + "/jit";
+  std::error_code ec;
+  auto dir = std::filesystem::absolute(project_home() + "/jit", ec);
+  return ec ? project_home() + "/jit" : dir.lexically_normal().string();
 }
 
 sandbox_policy node_sandbox(const settings& s, const std::string& run_folder,

@@ -43,7 +43,9 @@ TEST_CASE("harvesting copies what the entry lacks, whole, and never follows a li
   fs::create_directories(from + "/triton/tmp.pid_7_x");
   bb::test::write_file(from + "/triton/tmp.pid_7_x/half.cubin", "half");
 
-  auto h = bb::harvest_jit_cache(from, to, 1 << 20);
+  bb::jit_bounds roomy;
+  roomy.free_bytes = 0;
+  auto h = bb::harvest_jit_cache("", from, to, roomy);
   CHECK(h.files == 1);
   CHECK(h.bytes == 9);
   CHECK(h.stopped.empty());
@@ -60,8 +62,19 @@ TEST_CASE("harvesting copies what the entry lacks, whole, and never follows a li
   CHECK(files == 2);
 
   // A second harvest finds nothing new; one from a folder that is not there copies nothing.
-  CHECK(bb::harvest_jit_cache(from, to, 1 << 20).files == 0);
-  CHECK(bb::harvest_jit_cache(dir / "none", to, 1 << 20).files == 0);
+  CHECK(bb::harvest_jit_cache("", from, to, roomy).files == 0);
+  CHECK(bb::harvest_jit_cache("", dir / "none", to, roomy).files == 0);
+
+  // A link anywhere on the way to the folder is not followed either: a kernel that replaced
+  // its JIT folder with a link to the host's files gets nothing copied.
+  fs::create_directories(dir / "runner2");
+  fs::create_directory_symlink(dir / "outside", dir / "runner2/jit");
+  CHECK(bb::harvest_jit_cache("", dir / "runner2/jit", dir / "store/l", roomy).files == 0);
+  CHECK(!fs::exists(dir / "store/l/secret.txt"));
+  // Nor is `root` left by "..".
+  CHECK(bb::harvest_jit_cache(dir / "runner", "/jit/../../outside", dir / "store/u", roomy).files == 0);
+  // Seen from a root, the path is the root's.
+  CHECK(bb::harvest_jit_cache(dir / "runner", "/jit/k", dir / "store/r", roomy).files == 2);
 }
 
 TEST_CASE("an entry holds at most its bound: the harvest stops there and says so", "[artefacts]") {
@@ -70,12 +83,38 @@ TEST_CASE("an entry holds at most its bound: the harvest stops there and says so
   fs::create_directories(from);
   for (int i = 0; i < 4; ++i)
     bb::test::write_file(from + "/f" + std::to_string(i), std::string(400, 'x'));
-  auto h = bb::harvest_jit_cache(from, dir / "store", 1000);
+  bb::jit_bounds small;
+  small.entry_bytes = 1000;
+  small.free_bytes = 0;
+  auto h = bb::harvest_jit_cache("", from, dir / "store", small);
   CHECK(h.files == 2);
   CHECK(h.bytes == 800);
   CHECK(h.stopped == "the entry would hold more than 0 MiB");
   // What the entry already holds counts: nothing more fits.
-  CHECK(bb::harvest_jit_cache(from, dir / "store", 1000).files == 0);
+  CHECK(bb::harvest_jit_cache("", from, dir / "store", small).files == 0);
+
+  // Files and folders are counted too (empty ones weigh nothing), and depth is bounded.
+  small.entry_bytes = 1 << 20;
+  small.entry_files = 3;
+  for (int i = 0; i < 5; ++i)
+    bb::test::write_file(from + "/empty" + std::to_string(i), "");
+  auto counted = bb::harvest_jit_cache("", from, dir / "store2", small);
+  CHECK(counted.files == 3);
+  CHECK(counted.stopped == "the entry would hold more than 3 files");
+  fs::create_directories(from + "/a/b/c/d");
+  bb::test::write_file(from + "/a/b/c/d/deep", "deep");
+  bb::test::write_file(from + "/a/b/shallow", "shallow");
+  small.entry_files = 100;
+  small.depth = 2;
+  CHECK(bb::harvest_jit_cache("", from + "/a", dir / "store3", small).files == 1);
+  CHECK(bb::test::read_file(dir / "store3/b/shallow") == "shallow");
+  CHECK(!fs::exists(dir / "store3/b/c/d/deep"));
+
+  // Nothing is kept while the disk is short of room.
+  small.free_bytes = UINT64_MAX;
+  auto refused = bb::harvest_jit_cache("", from, dir / "store4", small);
+  CHECK(refused.files == 0);
+  CHECK(refused.stopped.find("free") != std::string::npos);
 }
 
 TEST_CASE("seeding a runner's JIT folder empties it, then copies the entry", "[artefacts]") {
