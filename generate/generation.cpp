@@ -423,7 +423,61 @@ void previous_evaluation(std::ostringstream& out, const eval_result& previous,
 
 } // namespace
 
-std::string agent_test_code(const op_brief& op, const eval_result& previous) {
+namespace {
+
+// The test's main: its own cases, or the service's verdict.
+const char* local_main = R"PY(
+
+if __name__ == "__main__":
+    sys.exit(0 if test_kernel() else 1)
+)PY";
+
+const char* service_check = R"PY(
+
+def test_on_service():
+    """kernel.py, evaluated by the bbcluster service on the operator's inputs."""
+    import os
+    sys.path.insert(0, SERVICE["client_path"])
+    try:
+        from bbcluster_client import BBClusterError, Client, Kernel
+    except ImportError as e:
+        print(f"cannot use the bbcluster service from {sys.executable}: {e} "
+              "(it needs pyzmq and msgpack: pip install pyzmq msgpack)", file=sys.stderr)
+        return False
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel.py")) as f:
+        kernel = Kernel("py", f.read(), name="kernel.py", entry="kernel_function")
+    try:
+        with Client(SERVICE["address"], keys=SERVICE["keys"] or None,
+                    name=f"kernel_agent-{os.getpid()}") as client:
+            result = client.evaluate(SERVICE["op"], kernel, suite=SERVICE["suite"],
+                                     data=SERVICE["data"] or None, topn=SERVICE["topn"] or None)
+    except BBClusterError as e:
+        print(f"the bbcluster service did not evaluate the kernel: {e}", file=sys.stderr)
+        return False
+    for number, c in enumerate(result.correctness, 1):
+        if c.is_correct:
+            print(f"input {number} passed")
+        else:
+            print(f"input {number} failed: {c.args}: {c.error_type}: {c.error_msg}")
+            if c.traceback:
+                print(c.traceback[-1500:])
+    if result.raw.get("flags"):
+        print("the benchmark flagged it: " + ", ".join(result.raw["flags"]))
+    print("all inputs passed" if result.correct else
+          f"failed ({result.raw.get('outcome', '')}: {result.raw.get('detail', '')})")
+    return result.correct
+
+
+if __name__ == "__main__":
+    sys.exit(0 if test_on_service() else 1)
+)PY";
+
+} // namespace
+
+namespace {
+
+// The test without its main.
+std::string agent_test_body(const op_brief& op, const eval_result& previous) {
   auto names = ops::to_schema_name(op.op_name);
   auto dispatcher = names.name.substr(names.name.find("::") + 2);
   auto overload = names.overload.empty() ? std::string("default") : names.overload;
@@ -550,11 +604,31 @@ def test_kernel():
             failed.append(f"case {number}")
     print("all cases passed" if not failed else f"failed: {', '.join(failed)}")
     return not failed
-
-
-if __name__ == "__main__":
-    sys.exit(0 if test_kernel() else 1)
 )PY";
+  return out.str();
+}
+
+} // namespace
+
+std::string agent_test_code(const op_brief& op, const eval_result& previous) {
+  return agent_test_body(op, previous) + local_main;
+}
+
+std::string agent_test_code(const op_brief& op, const eval_result& previous, const agent_service& service) {
+  if (service.address.empty())
+    return agent_test_code(op, previous);
+  std::ostringstream out;
+  out << agent_test_body(op, previous) << "\n\n# Where this test's run sends kernel.py: the bbcluster service.\n"
+      << "SERVICE = {\n"
+      << "    \"address\": " << py_string(service.address) << ",\n"
+      << "    \"keys\": " << py_string(service.keys) << ",\n"
+      << "    \"client_path\": " << py_string(service.client_path) << ",\n"
+      << "    \"op\": " << py_string(op.op_name) << ",\n"
+      << "    \"suite\": " << py_string(service.suite) << ",\n"
+      << "    \"data\": " << py_string(service.data) << ",\n"
+      << "    \"topn\": " << service.topn << ",\n"
+      << "}\n"
+      << service_check;
   return out.str();
 }
 

@@ -66,6 +66,27 @@ std::string agent_problem_description(const op_brief& op, const std::string& fee
 /// first, each with the errors the benchmark saw.
 std::string agent_test_code(const op_brief& op, const eval_result& previous = {});
 
+/// A running `bbcluster serve` that KernelAgent's test run sends each candidate to, instead of
+/// checking it in the agent's worker (kernel_agent.verify_with).
+struct agent_service {
+  /// Its address (tcp://host:port); "" for none.
+  std::string address;
+  /// The folder `bbcluster keygen` made, for a server with CURVE keys; "" for none.
+  std::string keys;
+  /// The folder that holds the Python client package (bbcluster_client).
+  std::string client_path;
+  /// The operator's inputs as the sweep selects them: its suite, data and topn.
+  std::string suite = "torchbench";
+  std::string data;
+  int64_t topn = 0;
+};
+
+/// agent_test_code's test whose run sends kernel.py (its kernel_function as the operator's
+/// entry point) to `service` and passes when the service finds it correct on every input,
+/// printing what it found wrong on each failing input; the local cases stay in the file, for
+/// the model that reads it.
+std::string agent_test_code(const op_brief& op, const eval_result& previous, const agent_service& service);
+
 /// How many versions an operator may have, and whether a correct but slow one gets another.
 struct version_policy {
   uint32_t max_versions = 5;

@@ -210,6 +210,37 @@ std::string check_kernel_agent(const kernel_agent_config& cfg, agent_provider& f
          + (said.empty() ? "" : ": " + last_lines(said, 3));
 }
 
+std::string check_agent_service(const kernel_agent_config& cfg) {
+  static const char* probe = R"PY(
+import sys
+sys.path.insert(0, sys.argv[1])
+try:
+    from bbcluster_client import Client
+except ImportError as e:
+    print(f"{sys.executable} cannot use the bbcluster client: {e} (pip install pyzmq msgpack)")
+    sys.exit(3)
+try:
+    with Client(sys.argv[2], keys=sys.argv[3] or None, name="kernel_agent-check", timeout=15) as c:
+        print("bbcluster-service", c.welcome.get("slots"), c.welcome.get("device"))
+except Exception as e:
+    print(f"{type(e).__name__}: {e}")
+    sys.exit(4)
+)PY";
+  char dir_template[] = "/tmp/bbcluster-agent-service-XXXXXX";
+  if (!::mkdtemp(dir_template))
+    return std::string("cannot make a folder in /tmp for the service check");
+  auto said_path = (fs::path(dir_template) / "check.log").string();
+  auto r = run_process({cfg.python, "-c", probe, cfg.service.client_path, cfg.service.address, cfg.service.keys},
+                       said_path, 60);
+  auto said = trimmed(read_text(said_path));
+  std::error_code ec;
+  fs::remove_all(dir_template, ec);
+  if (r.ok())
+    return "";
+  return "kernel_agent.verify_with = " + cfg.service.address + ": KernelAgent's Python " + cfg.python
+         + " cannot reach the bbcluster service: " + (said.empty() ? r.how : last_lines(said, 2));
+}
+
 // What the adapter's result file says went wrong ("error"; python/bbcluster_kernel_agent.py).
 BB_NAMED_ENUM(agent_error,
   /// triton_kernel_agent (or a package it needs) is not installed: not worth asking again.
@@ -232,7 +263,7 @@ author_reply run_kernel_agent(const kernel_agent_config& cfg, const author_reque
   // folder of this operator and version alone, so that no two runs share a log.
   auto request = agent_settings(cfg);
   request["problem_description"] = agent_problem_description(req.op, req.feedback);
-  request["test_code"] = agent_test_code(req.op, req.previous);
+  request["test_code"] = agent_test_code(req.op, req.previous, cfg.service);
   request["log_dir"] = stem.string();
   request["op_name"] = req.op.op_name;
   request["version"] = req.version;

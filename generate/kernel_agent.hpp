@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cluster/config.hpp"
+#include "generate/generation.hpp"
 #include "messages/authoring.hpp"
 
 namespace bb {
@@ -39,6 +40,9 @@ struct kernel_agent_config {
   /// Whether KernelAgent also writes its own test and requires both to pass; without it
   /// bbcluster's test, which mirrors the evaluator, rules alone.
   bool generate_default_test = false;
+  /// A served cluster that the agent's test runs send candidates to (kernel_agent.verify_with);
+  /// its address "" for a test run in the agent's own worker.
+  agent_service service;
 };
 
 /// What KernelAgent uses, as its check found it.
@@ -55,6 +59,10 @@ std::string default_adapter_path();
 /// "" when `cfg.python` can import triton_kernel_agent and the agent made from `cfg` has a
 /// provider for its model (then `found` says which); else what is missing and what to set.
 std::string check_kernel_agent(const kernel_agent_config& cfg, agent_provider& found);
+
+/// "" when `cfg.python` can use the Python client and the served cluster `cfg.service` names
+/// welcomes it; else what is wrong (a missing package, no answer, a refused key).
+std::string check_agent_service(const kernel_agent_config& cfg);
 
 /// What to do when KernelAgent has no provider, from the agent's own `reason` ("No available
 /// provider for model 'm'. Tried providers: ['RelayProvider']. ...").

@@ -60,6 +60,9 @@ kernel_agent_config make_agent_config(const settings& s) {
   c.provider = s.ka_provider;
   c.base_url = s.llm_base_url;
   c.generate_default_test = s.ka_generate_default_test;
+  c.service.address = s.ka_verify_with;
+  c.service.keys = s.ka_verify_keys;
+  c.service.client_path = beside_program("python-client");
   return c;
 }
 
@@ -106,6 +109,17 @@ std::string prepare_generative(const flags& f, const settings& s, const sweep_pl
                                                + (uses.base_url.empty() ? "" : " at " + uses.base_url)});
     lines.push_back({"KernelAgent writes its own test too",
                      agent.generate_default_test ? "yes" : "no"});
+    if (!agent.service.address.empty()) {
+      std::error_code ec;
+      agent.service.suite = f.suite;
+      agent.service.data = f.data.empty() ? "" : std::filesystem::absolute(f.data, ec).string();
+      agent.service.topn = f.topn;
+      if (auto err = check_agent_service(agent); !err.empty())
+        return err;
+      spdlog::info("bbcluster: KernelAgent's test runs check candidates on the bbcluster service at {}",
+                   agent.service.address);
+      lines.push_back({"KernelAgent's tests run on", agent.service.address});
+    }
     lines.push_back({"KernelAgent workers", std::to_string(agent.workers)});
     lines.push_back({"KernelAgent max rounds", std::to_string(agent.max_rounds)});
     lines.push_back({"agent timeout (s)", number(agent.timeout_s)});

@@ -458,6 +458,91 @@ TEST_CASE("kernel_agent: a killed bbcluster takes its agents and their workers w
   CHECK(no_process_mentions(dir / "run", 10));
 }
 
+namespace {
+
+// `bbcluster serve` on a loopback port of its own, stopped when the object goes.
+struct served_cluster {
+  std::string address;
+  pid_t pid = 0;
+  served_cluster(const bb::test::temp_dir& dir, const std::string& config) {
+    auto cmd = bbcluster + " serve --listen tcp://127.0.0.1:0 --devices 1 --config " + config + " --log-dir "
+               + dir / "served" + " >" + dir / "served.log 2>&1 & echo $! >" + dir / "served.pid";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    for (int i = 0; i < 600 && address.empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      address = bb::test::read_file(dir / "served/endpoint");
+      while (!address.empty() && std::isspace(static_cast<unsigned char>(address.back())))
+        address.pop_back();
+    }
+    pid = std::atoi(bb::test::read_file(dir / "served.pid").c_str());
+    INFO(bb::test::read_file(dir / "served.log"));
+    REQUIRE_FALSE(address.empty());
+  }
+  ~served_cluster() {
+    if (pid > 0) {
+      ::kill(pid, SIGTERM);
+      for (int i = 0; i < 200 && ::kill(pid, 0) == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      ::kill(pid, SIGKILL);
+    }
+  }
+};
+
+} // namespace
+
+TEST_CASE("kernel_agent: with verify_with, the agent's test runs check candidates on a served "
+          "cluster", "[integration]") {
+  bb::test::temp_dir dir;
+  bb::test::write_file(dir / "fast.toml", fast_settings);
+  bb::test::write_file(dir / "agent.json", json{{"aten.tanh.default", {"fail", "success"}}}.dump());
+  served_cluster served(dir, dir / "fast.toml");
+  auto r = run(dir, agent_env + "FAKE_AGENT_SCRIPT=" + dir / "agent.json " + bbcluster + " --suite torchbench --data "
+                      + hf_train + " --backend kernel_agent --ops relu.default,tanh.default --topn 2"
+                      + " --kernel-agent-workers 1 --config " + dir / "fast.toml --set kernel_agent.verify_with="
+                      + served.address + " --log-dir " + dir / "run");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("correctness score (mean pass rate over all operators): 1.00\n") == 0);
+  CHECK_THAT(r.err, Catch::Contains("KernelAgent's test runs check candidates on the bbcluster service at " + served.address));
+  auto folder = only_run_folder(dir / "run", "kernel_agent_run_");
+  auto round_of = [&](const std::string& prefix) {
+    for (auto& n : names_in(folder))
+      if (n.rfind(prefix, 0) == 0 && fs::exists(folder / n / "workers/worker_0/round_1.json"))
+        return json::parse(bb::test::read_file((folder / n / "workers/worker_0/round_1.json").string()));
+    return json();
+  };
+  // relu's test run passed on the service's verdict, not on the local cases.
+  auto relu = round_of("relu__default_session_");
+  REQUIRE(relu.is_object());
+  CHECK(relu["success"] == true);
+  CHECK_THAT(relu["stdout"].get<std::string>(), Catch::Contains("all inputs passed"));
+  CHECK(relu["stdout"].get<std::string>().find("all cases passed") == std::string::npos);
+  // tanh's first version: the service found the wrong kernel wrong, input by input, and the
+  // agent saw why.
+  auto served_requests = bb::test::read_file(dir / "served/requests.jsonl");
+  CHECK_THAT(served_requests, Catch::Contains("aten.relu.default"));
+  CHECK_THAT(served_requests, Catch::Contains("aten.tanh.default"));
+  CHECK_THAT(served_requests, Catch::Contains("kernel_agent-"));
+  bool saw_failure = false;
+  for (auto& n : names_in(folder))
+    if (n.rfind("tanh__default_session_", 0) == 0 && fs::exists(folder / n / "workers/worker_0/round_1.json")) {
+      auto round = json::parse(bb::test::read_file((folder / n / "workers/worker_0/round_1.json").string()));
+      if (round["success"] == false) {
+        saw_failure = true;
+        CHECK_THAT(round["stdout"].get<std::string>(), Catch::Contains("input 1 failed: "));
+      }
+    }
+  CHECK(saw_failure);
+
+  // A service that does not answer is refused before the campaign starts, naming it.
+  auto nowhere = run(dir, agent_env + bbcluster + " --suite torchbench --data " + hf_train
+                            + " --backend kernel_agent --ops relu.default --topn 1 --config " + dir / "fast.toml"
+                            + " --set kernel_agent.verify_with=tcp://127.0.0.1:1 --log-dir " + dir / "nowhere");
+  CHECK(nowhere.status != 0);
+  CHECK_THAT(nowhere.err, Catch::Contains("kernel_agent.verify_with = tcp://127.0.0.1:1"));
+  CHECK_THAT(nowhere.err, Catch::Contains("cannot reach the bbcluster service"));
+}
+
 TEST_CASE("kernel_agent: a missing package says so and how to install it", "[integration]") {
   bb::test::temp_dir dir;
   auto r = run(dir, "PYTHONPATH= " + bbcluster + " --backend kernel_agent --log-dir " + dir / "run");

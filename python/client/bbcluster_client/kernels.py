@@ -17,11 +17,13 @@ Source = Union[str, "os.PathLike[str]"]
 @dataclass(frozen=True)
 class Kernel:
     """One kernel: `kind` py, cu, cpp or aten (the operator itself, no source); `name` is the
-    file it came from, for the server's reports."""
+    file it came from, for the server's reports; `entry` the function to call ("": BackendBench's
+    <folder>_kernel_impl for the operator, as the server names it)."""
 
     kind: str
     source: str = ""
     name: str = ""
+    entry: str = ""
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -38,6 +40,8 @@ class Kernel:
             out["source"] = self.source
         if self.name:
             out["name"] = self.name
+        if self.entry:
+            out["entry"] = self.entry
         return out
 
 

@@ -103,6 +103,8 @@ class KernelsTest(unittest.TestCase):
         self.assertEqual(Kernel("aten").message(), {"kind": "aten"})
         self.assertEqual(Kernel("py", "x = 1", "relu.py").message(),
                          {"kind": "py", "source": "x = 1", "name": "relu.py"})
+        self.assertEqual(Kernel("py", "def f(x): return x", entry="f").message(),
+                         {"kind": "py", "source": "def f(x): return x", "entry": "f"})
 
     def test_folder_names(self):
         self.assertEqual(folder_name_to_op_name("add___Tensor"), "add_.Tensor")
