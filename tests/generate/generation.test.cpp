@@ -280,3 +280,27 @@ TEST_CASE("the flag --dsl: cutedsl and helion ask for .py kernels with their lan
     CHECK(kind_of(d) == kernel_kind::py);
   }
 }
+
+TEST_CASE("KernelAgent's test with a served cluster sends kernel.py there and keeps its cases",
+          "[generate]") {
+  auto b = make_op_brief("aten.relu.default", "relu(Tensor self) -> Tensor", {"((T([4], f32),), {})"});
+  agent_service service;
+  service.address = "tcp://10.0.0.7:5590";
+  service.keys = "/keys \"here\"";
+  service.client_path = "/opt/bbcluster/bin/python-client";
+  service.data = "/data/traces.txt";
+  service.topn = 3;
+  auto t = agent_test_code(b, {}, service);
+  CHECK_THAT(t, Catch::Contains("\"address\": \"tcp://10.0.0.7:5590\",\n"));
+  CHECK_THAT(t, Catch::Contains("\"keys\": \"/keys \\\"here\\\"\",\n"));
+  CHECK_THAT(t, Catch::Contains("\"op\": \"aten.relu.default\",\n"));
+  CHECK_THAT(t, Catch::Contains("\"suite\": \"torchbench\",\n"));
+  CHECK_THAT(t, Catch::Contains("\"topn\": 3,\n"));
+  CHECK_THAT(t, Catch::Contains("entry=\"kernel_function\""));
+  // Its run asks the service; the local cases stay for the model to read.
+  CHECK_THAT(t, Catch::EndsWith("    sys.exit(0 if test_on_service() else 1)\n"));
+  CHECK_THAT(t, Catch::Contains("CASES = [\n    r\"\"\"((T([4], f32),), {})\"\"\",\n"));
+  // Without an address, the local test.
+  CHECK(agent_test_code(b, {}, agent_service{}) == agent_test_code(b));
+  CHECK_THAT(agent_test_code(b), Catch::EndsWith("    sys.exit(0 if test_kernel() else 1)\n"));
+}
