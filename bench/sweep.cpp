@@ -15,11 +15,15 @@
 // (aten against itself). --backend picks the implementation (default aten; flag_gems for
 // FlagGems' operators).
 //
+// With --full, instead: every input of the set (no --topn), one device, the adaptive timer
+// without the reference cache (and, with --full-default too, the default timer): the wall
+// time, inputs per second and the largest phases, against the goal of 10 minutes.
+//
 // For each: the wall time, the time spent inside the timer (profile.json), their ratio, and
 // the largest phases; then the warm run's wall over the cold one's, and the adaptive timer's
 // wall over the default's with the median absolute deviation of its speedups from run 1's.
 //
-//   bench_sweep [--quick | --checks [--once]] [--backend B] [--data TRACE] [--keep DIR]
+//   bench_sweep [--quick | --checks [--once] | --full [--full-default]] [--backend B] [--data TRACE] [--keep DIR]
 
 #include <algorithm>
 #include <chrono>
@@ -223,6 +227,28 @@ void print_changes(const run_figures& off, const run_figures& on) {
   std::printf("\n");
 }
 
+// The whole set: every input, the adaptive timer (and the default one with `with_default`).
+int full_set(const std::string& data, const fs::path& dir, bool with_default) {
+  std::vector<run_figures> runs;
+  runs.push_back(run("all_adaptive", data, "--timer adaptive --no-reference-cache", dir));
+  if (with_default)
+    runs.push_back(run("all_do_bench", data, "--no-reference-cache", dir));
+  bool ok = true;
+  for (auto& f : runs) {
+    print(f);
+    std::printf("%-22s %zu timed inputs in %.1f s: %.1f inputs per second (goal: the whole set in < 600 s)\n",
+                "", f.inputs, f.wall_s, f.wall_s > 0 ? f.inputs / f.wall_s : 0.0);
+    std::printf("%-22s operators correct %zu, flagged %zu\n", "", f.correct, f.flagged);
+    ok = ok && f.ok;
+  }
+  std::vector<const run_figures*> all;
+  for (auto& f : runs)
+    all.push_back(&f);
+  print_phases(all);
+  std::printf("\nscores, %s:\n%s", runs.front().name.c_str(), runs.front().scores.c_str());
+  return ok ? 0 : 1;
+}
+
 // The exploit checks' cost: the same sweep with them off and on, twice in alternating order so
 // that a drift of the machine does not favour either (`once`: off, then on).
 int checks_cost(const std::string& data, const fs::path& dir, bool once) {
@@ -262,6 +288,8 @@ int main(int argc, char** argv) {
   bool quick = false;
   bool checks = false;
   bool once = false;
+  bool full = false;
+  bool full_default = false;
   std::string data = BB_TRACES_DIR "/backendbench/backend_bench_problems_included.txt";
   fs::path dir = fs::temp_directory_path() / "bench_sweep";
   for (int i = 1; i < argc; ++i) {
@@ -272,6 +300,10 @@ int main(int argc, char** argv) {
       checks = true;
     else if (a == "--once")
       once = true;
+    else if (a == "--full")
+      full = true;
+    else if (a == "--full-default")
+      full = full_default = true;
     else if (a == "--backend" && i + 1 < argc)
       backend = argv[++i];
     else if (a == "--data" && i + 1 < argc)
@@ -279,13 +311,16 @@ int main(int argc, char** argv) {
     else if (a == "--keep" && i + 1 < argc)
       dir = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_sweep [--quick | --checks [--once]] [--backend B] [--data TRACE] [--keep DIR]\n");
+      std::fprintf(stderr, "usage: bench_sweep [--quick | --checks [--once] | --full [--full-default]] [--backend B] "
+                           "[--data TRACE] [--keep DIR]\n");
       return 2;
     }
   }
   fs::create_directories(dir);
   if (checks)
     return checks_cost(data, dir, once);
+  if (full)
+    return full_set(data, dir, full_default);
   auto cache = dir / "reference_cache";
   fs::remove_all(cache);
   std::ofstream(dir / "cache.toml") << "[timing]\nreference_cache_dir = \"" << cache.string() << "\"\n";

@@ -11,7 +11,7 @@
 # the build (default: all of tests,timing,compile,sweep,campaign,sweepbench; sweepbench-quick
 # runs the sweep benchmark without its --topn 20 run; checks runs the exploit checks' cost,
 # the included set with them off and on; exploits runs the exploit corpus and the runner's
-# [gpu] tests alone).
+# [gpu] tests alone; full runs every included input with the adaptive timer).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=$(mkdir -p "${1:?usage: gpu-check.sh OUT_DIR [TRACES_DIR]}" && cd "$1" && pwd)
@@ -93,6 +93,11 @@ step "sweep benchmark (included set, aten: topn 1 cold and warm, topn 5, adaptiv
 quick=""; want sweepbench-quick && quick="--quick"
 timeout 560 "$build/bench/bench_sweep" $quick --data "$traces/backendbench/backend_bench_problems_included.txt" \
   --keep "${TMPDIR:-/tmp}/bench_sweep" 2>&1 | tee "$out/bench_sweep.txt" | tail -40
+fi
+if want full; then
+step "the whole set (every included input, adaptive timer, one GPU)"
+timeout 590 "$build/bench/bench_sweep" --full --data "$traces/backendbench/backend_bench_problems_included.txt" \
+  --keep "${TMPDIR:-/tmp}/bench_full" 2>&1 | tee "$out/bench_full.txt" | tail -30
 fi
 if want checks; then
 step "the exploit checks' cost (included set, aten, topn 1: off, on, on, off)"
