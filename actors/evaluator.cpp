@@ -53,8 +53,12 @@ runner_spec spec_of(const evaluator_config& cfg) {
   // Where Triton and TorchInductor compile to: in the scratch folder, which a sandbox
   // replaces with a bounded one of the runner's own. FlagGems reads its folder once per
   // process and keeps its tuning database open: one for the runner's life, never kept.
-  if (!cfg.jit_cache_dir.empty())
+  // TorchInductor compiles in the runner itself: a pool of compile processes left running would
+  // keep its kernels out of the cache (nothing is kept while the sandbox holds another process).
+  if (!cfg.jit_cache_dir.empty()) {
     spec.env.push_back("BBCLUSTER_JIT_DIR=" + (scratch_root(cfg) / "jit").string());
+    spec.env.push_back("TORCHINDUCTOR_COMPILE_THREADS=1");
+  }
   spec.env.push_back("FLAGGEMS_CACHE_DIR=" + (scratch_root(cfg) / "flaggems").string());
   spec.memory_limit_bytes = cfg.memory_limit_bytes;
   spec.sandbox = cfg.sandbox;
@@ -123,13 +127,21 @@ std::string jit_entry_of(const evaluator_state& st, const eval_job& job) {
 void keep_compiled(evaluator_state& st, const std::string& entry, const std::string& tag) {
   if (entry.empty())
     return;
-  auto root = st.runner.files_seen_through();
-  if (root.empty() || !st.runner.sandbox_holds_only_runner()) {
+  int proc = st.runner.open_sandbox_proc();
+  if (proc < 0 || !st.runner.sandbox_holds_only_runner()) {
+    if (proc >= 0)
+      ::close(proc);
     spdlog::debug("evaluator {}: nothing kept in the JIT cache: the sandbox holds other processes", tag);
     return;
   }
-  auto from = scratch_root(st.cfg) / "jit" / std::filesystem::path(entry).filename();
-  auto kept = harvest_jit_cache(root, from.string(), entry);
+  // The sandbox's files through the descriptor: its first process's, even if its number is
+  // taken by another process meanwhile. The scratch folder without links on the host's side:
+  // the walk follows none.
+  std::error_code ec;
+  auto scratch = std::filesystem::weakly_canonical(scratch_root(st.cfg), ec);
+  auto from = (ec ? scratch_root(st.cfg) : scratch) / "jit" / std::filesystem::path(entry).filename();
+  auto kept = harvest_jit_cache("/proc/self/fd/" + std::to_string(proc) + "/root", from.string(), entry);
+  ::close(proc);
   if (kept.files > 0)
     spdlog::debug("evaluator {}: kept {} compiled files ({} bytes) in {}", tag, kept.files, kept.bytes, entry);
   if (!kept.stopped.empty())
@@ -250,7 +262,7 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
         });
         if (spoils_runner(result) || tampered)
           st.runner.stop();
-        else
+        else if (options.exploit_checks) // without them, a thread left behind goes unseen
           keep_compiled(st, jit_entry, tag);
         return result;
       }

@@ -162,9 +162,12 @@ jit_harvest harvest_jit_cache(const std::string& root, const std::string& from, 
   if (top.fd < 0)
     return h;
   std::error_code ec;
-  fs::create_directories(to, ec);
+  // The entry is made by its first file: a job that compiled nothing leaves no empty folder.
+  auto existing = fs::path(to);
+  while (!existing.empty() && !fs::exists(existing, ec) && existing != existing.parent_path())
+    existing = existing.parent_path();
   struct statvfs vfs {};
-  if (::statvfs(to.c_str(), &vfs) == 0
+  if (::statvfs(existing.c_str(), &vfs) == 0
       && static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize < bounds.free_bytes) {
     h.stopped = "the store's file system has less than " + std::to_string(bounds.free_bytes >> 20) + " MiB free";
     return h;

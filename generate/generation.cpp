@@ -435,25 +435,28 @@ if __name__ == "__main__":
 const char* service_check = R"PY(
 
 def test_on_service():
-    """kernel.py, evaluated by the bbcluster service on the operator's inputs."""
+    """kernel.py, evaluated by the bbcluster service on the operator's inputs. KernelAgent ends
+    a test run after 30 s: the request is given up (and cancelled on the server) before."""
     import os
     sys.path.insert(0, SERVICE["client_path"])
     try:
         from bbcluster_client import BBClusterError, Client, Kernel
     except ImportError as e:
-        print(f"cannot use the bbcluster service from {sys.executable}: {e} "
+        print(f"bbcluster service error: cannot use it from {sys.executable}: {e} "
               "(it needs pyzmq and msgpack: pip install pyzmq msgpack)", file=sys.stderr)
-        return False
+        sys.exit(3)
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel.py")) as f:
         kernel = Kernel("py", f.read(), name="kernel.py", entry="kernel_function")
     try:
         with Client(SERVICE["address"], keys=SERVICE["keys"] or None,
                     name=f"kernel_agent-{os.getpid()}") as client:
             result = client.evaluate(SERVICE["op"], kernel, suite=SERVICE["suite"],
-                                     data=SERVICE["data"] or None, topn=SERVICE["topn"] or None)
+                                     data=SERVICE["data"] or None, topn=SERVICE["topn"] or None,
+                                     timeout=SERVICE["timeout_s"])
     except BBClusterError as e:
-        print(f"the bbcluster service did not evaluate the kernel: {e}", file=sys.stderr)
-        return False
+        # Not the kernel's fault: said apart, with its own exit status.
+        print(f"bbcluster service error: the kernel was not evaluated: {e}", file=sys.stderr)
+        sys.exit(3)
     for number, c in enumerate(result.correctness, 1):
         if c.is_correct:
             print(f"input {number} passed")
@@ -627,6 +630,7 @@ std::string agent_test_code(const op_brief& op, const eval_result& previous, con
       << "    \"suite\": " << py_string(service.suite) << ",\n"
       << "    \"data\": " << py_string(service.data) << ",\n"
       << "    \"topn\": " << service.topn << ",\n"
+      << "    \"timeout_s\": 25,\n"
       << "}\n"
       << service_check;
   return out.str();

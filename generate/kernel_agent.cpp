@@ -210,7 +210,7 @@ std::string check_kernel_agent(const kernel_agent_config& cfg, agent_provider& f
          + (said.empty() ? "" : ": " + last_lines(said, 3));
 }
 
-std::string check_agent_service(const kernel_agent_config& cfg) {
+std::string check_agent_service(const kernel_agent_config& cfg, const std::string& op) {
   static const char* probe = R"PY(
 import sys
 sys.path.insert(0, sys.argv[1])
@@ -221,7 +221,9 @@ except ImportError as e:
     sys.exit(3)
 try:
     with Client(sys.argv[2], keys=sys.argv[3] or None, name="kernel_agent-check", timeout=15) as c:
-        print("bbcluster-service", c.welcome.get("slots"), c.welcome.get("device"))
+        r = c.evaluate(sys.argv[4], None, suite=sys.argv[5], data=sys.argv[6] or None, topn=1,
+                       timeout=120)
+        print("bbcluster-service", c.welcome.get("slots"), c.welcome.get("device"), r.outcome)
 except Exception as e:
     print(f"{type(e).__name__}: {e}")
     sys.exit(4)
@@ -230,8 +232,9 @@ except Exception as e:
   if (!::mkdtemp(dir_template))
     return std::string("cannot make a folder in /tmp for the service check");
   auto said_path = (fs::path(dir_template) / "check.log").string();
-  auto r = run_process({cfg.python, "-c", probe, cfg.service.client_path, cfg.service.address, cfg.service.keys},
-                       said_path, 60);
+  auto r = run_process({cfg.python, "-c", probe, cfg.service.client_path, cfg.service.address, cfg.service.keys,
+                        op, cfg.service.suite, cfg.service.data},
+                       said_path, 180);
   auto said = trimmed(read_text(said_path));
   std::error_code ec;
   fs::remove_all(dir_template, ec);

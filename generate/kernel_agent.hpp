@@ -61,8 +61,9 @@ std::string default_adapter_path();
 std::string check_kernel_agent(const kernel_agent_config& cfg, agent_provider& found);
 
 /// "" when `cfg.python` can use the Python client and the served cluster `cfg.service` names
-/// welcomes it; else what is wrong (a missing package, no answer, a refused key).
-std::string check_agent_service(const kernel_agent_config& cfg);
+/// evaluates the operator `op` itself (kind aten, one input) on the sweep's suite and data;
+/// else what is wrong (a missing package, no answer, a refused key, data the server lacks).
+std::string check_agent_service(const kernel_agent_config& cfg, const std::string& op);
 
 /// What to do when KernelAgent has no provider, from the agent's own `reason` ("No available
 /// provider for model 'm'. Tried providers: ['RelayProvider']. ...").

@@ -18,14 +18,18 @@ std::optional<proc_stat> read_proc_stat(pid_t pid) {
   char buf[1024];
   size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
   std::fclose(f);
-  buf[n] = '\0';
+  return parse_proc_stat(std::string(buf, n));
+}
+
+std::optional<proc_stat> parse_proc_stat(const std::string& line) {
   // The command name is in parentheses and may hold anything: the fields follow the last ')'.
+  const char* buf = line.c_str();
   const char* open = std::strchr(buf, '(');
   const char* close = std::strrchr(buf, ')');
   if (!open || !close || close < open)
     return std::nullopt;
   proc_stat out;
-  out.pid = pid;
+  out.pid = static_cast<pid_t>(std::atoi(buf));
   out.name.assign(open + 1, close);
   int ppid = 0;
   // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime

@@ -23,6 +23,9 @@ struct proc_stat {
 /// /proc/<pid>/stat, or nothing when there is no such process.
 std::optional<proc_stat> read_proc_stat(pid_t pid);
 
+/// A stat line as /proc/<pid>/stat has it; nothing when it is not one.
+std::optional<proc_stat> parse_proc_stat(const std::string& line);
+
 /// /proc/<pid>/cmdline: the program's arguments, argv[0] first; empty when there is no such
 /// process (or it is a zombie, or not ours to read).
 std::vector<std::string> read_proc_cmdline(pid_t pid);

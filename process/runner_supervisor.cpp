@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -363,17 +364,28 @@ std::string runner_supervisor::reap(int timeout_ms) {
   }
 }
 
-std::string runner_supervisor::files_seen_through() const {
+int runner_supervisor::open_sandbox_proc() const {
   if (!sandboxed_ || inner_pid_ <= 0)
-    return "";
-  auto st = read_proc_stat(inner_pid_);
-  if (!st || st->start != inner_start_ || st->state == 'Z' || st->state == 'X')
-    return "";
-  return "/proc/" + std::to_string(inner_pid_) + "/root";
+    return -1;
+  int fd = ::open(("/proc/" + std::to_string(inner_pid_)).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  // The stat read through the descriptor is that process's, whatever has its number now.
+  char buf[1024] = {};
+  int stat = ::openat(fd, "stat", O_RDONLY | O_CLOEXEC);
+  auto n = stat < 0 ? -1 : ::read(stat, buf, sizeof(buf) - 1);
+  if (stat >= 0)
+    ::close(stat);
+  auto st = n > 0 ? parse_proc_stat(std::string(buf, static_cast<size_t>(n))) : std::nullopt;
+  if (!st || st->start != inner_start_ || st->state == 'Z' || st->state == 'X') {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 bool runner_supervisor::sandbox_holds_only_runner() const {
-  if (files_seen_through().empty())
+  if (!sandboxed_ || inner_pid_ <= 0)
     return false;
   // The sandbox's first process has one child, the runner, which has none.
   auto first = children_of(inner_pid_);

@@ -99,10 +99,11 @@ public:
     return pid_;
   }
 
-  /// The folder through which this process sees the sandboxed runner's files: "/proc/<pid>/
-  /// root" of the sandbox's first process (its private /tmp and scratch folder are not this
-  /// process's); "" for a runner that runs bare or is gone.
-  std::string files_seen_through() const;
+  /// The sandbox's first process's /proc folder, opened (a descriptor to close), checked to be
+  /// that process by its start time: its "root" is the sandbox's files as the runner sees them
+  /// (its private /tmp and scratch folder are not this process's), and stays that process's
+  /// even if its number is reused later. -1 for a runner that runs bare or is gone.
+  int open_sandbox_proc() const;
   /// Whether the sandbox holds no process but the runner (none that a kernel left behind).
   bool sandbox_holds_only_runner() const;
   /// Provenance the runner announced when it was configured, with how it is sandboxed.

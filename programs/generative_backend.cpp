@@ -114,7 +114,10 @@ std::string prepare_generative(const flags& f, const settings& s, const sweep_pl
       agent.service.suite = f.suite;
       agent.service.data = f.data.empty() ? "" : std::filesystem::absolute(f.data, ec).string();
       agent.service.topn = f.topn;
-      if (auto err = check_agent_service(agent); !err.empty())
+      if (!agent.service.keys.empty())
+        agent.service.keys = std::filesystem::absolute(agent.service.keys, ec).string();
+      if (auto err = check_agent_service(agent, plan.work.ops.empty() ? "relu" : plan.work.ops.front().op_name);
+          !err.empty())
         return err;
       spdlog::info("bbcluster: KernelAgent's test runs check candidates on the bbcluster service at {}",
                    agent.service.address);
