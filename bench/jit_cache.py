@@ -13,7 +13,8 @@ Default (any machine): a relu written with torch.compile (TorchInductor, a C++ k
 Triton on a GPU), BackendBench's smoke suite. --flag-gems (a GPU with FlagGems): FlagGems over
 BackendBench's included set at --topn 1 (goal: the second run at most 0.35x the first).
 
-Usage: bench/jit_cache.py [--bin build/bin] [--flag-gems] [--data TRACE] [--topn N] [--no-off] [--keep]
+Usage: bench/jit_cache.py [--bin build/bin] [--flag-gems [--ops A,B]] [--data TRACE] [--topn N] [--no-off]
+                          [--keep]
 """
 
 import argparse
@@ -45,6 +46,8 @@ def sweep(args, work, name, home, extra):
     env = dict(os.environ, BBCLUSTER_HOME=home)
     if args.flag_gems:
         what = ["--suite", "torchbench", "--data", args.data, "--topn", str(args.topn), "--backend", "flag_gems"]
+        if args.ops:
+            what += ["--ops", args.ops]
     else:
         what = ["--suite", "smoke", "--backend", "directory", "--ops-directory", os.path.join(work, "kernels")]
     started = time.perf_counter()
@@ -75,6 +78,7 @@ def main():
     p.add_argument("--data", default=os.path.join(HERE, "..", "data", "traces", "backendbench",
                                                   "backend_bench_problems_included.txt"))
     p.add_argument("--topn", type=int, default=1)
+    p.add_argument("--ops", default="", help="with --flag-gems: only these operators (as --ops)")
     p.add_argument("--no-off", action="store_true", help="leave out the run with the cache off")
     p.add_argument("--keep", action="store_true", help="keep the run folders")
     args = p.parse_args()
@@ -84,7 +88,8 @@ def main():
         os.makedirs(os.path.join(work, "kernels", "relu"))
         with open(os.path.join(work, "kernels", "relu", "relu_implementation_v1.py"), "w") as f:
             f.write(COMPILED_RELU)
-        what = "FlagGems, included set, topn %d" % args.topn if args.flag_gems else "a torch.compile relu, smoke suite"
+        what = (f"FlagGems, included set{' (' + args.ops + ')' if args.ops else ''}, topn {args.topn}"
+                if args.flag_gems else "a torch.compile relu, smoke suite")
         print(f"== the JIT cache: {what} ==")
         home = os.path.join(work, "home")
         runs = [] if args.no_off else [sweep(args, work, "off", os.path.join(work, "home_off"),
