@@ -135,7 +135,12 @@ def latency(args, work):
                               capture_output=True, text=True, env=env)
         anchor_runs.append(time.perf_counter() - started)
         if done.returncode != 0:
-            print("  fresh BackendBench process:           failed: " + done.stdout[-500:] + done.stderr[-500:])
+            said = done.stdout + done.stderr
+            missing = [line for line in said.splitlines() if "ModuleNotFoundError" in line]
+            if missing:  # BackendBench's Python here is not the GPU machine's
+                print("  fresh BackendBench process:           not measured here: " + missing[-1].strip())
+            else:
+                print("  fresh BackendBench process:           failed: " + said[-1000:])
             return
     print(f"  fresh BackendBench process:           median {statistics.median(anchor_runs) * 1000:8.1f} ms "
           f"({args.fresh_repeats} runs)")
