@@ -130,7 +130,7 @@ int64_t copy_whole(int dir, const std::string& name, const fs::path& target, uin
 bool half_written(const fs::path& relative) {
   for (auto& part : relative) {
     auto p = part.string();
-    if (p.rfind("tmp.", 0) == 0 || p.find(".tmp.pid_") != std::string::npos || p.find(".tmp") != std::string::npos)
+    if (p.rfind("tmp.", 0) == 0 || p.find(".tmp") != std::string::npos)
       return true;
   }
   return false;
@@ -229,7 +229,7 @@ std::string seed_jit_folder(const std::string& from, const std::string& to) {
   fs::create_directories(to, ec);
   if (ec)
     return "cannot make " + to + ": " + ec.message();
-  fd_guard root{::open(from.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  fd_guard root{from.empty() ? -1 : ::open(from.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
   if (root.fd < 0)
     return ""; // nothing kept for this kernel yet
   std::string why;

@@ -61,7 +61,8 @@ jit_harvest harvest_jit_cache(const std::string& root, const std::string& from, 
                               const jit_bounds& bounds = {});
 
 /// Copies the store's entry `from` into the runner's own folder `to` (made empty first):
-/// regular files and folders only. Returns "" or why it could not.
+/// regular files and folders only; `from` "" or absent leaves `to` empty. Returns "" or why
+/// it could not.
 std::string seed_jit_folder(const std::string& from, const std::string& to);
 
 } // namespace bb

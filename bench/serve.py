@@ -30,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -166,6 +165,20 @@ def kernel(n):
     return RELU + f"# candidate {n}\n"
 
 
+def flood(address, prefix, clients_n, kernels_n, settings=None):
+    """`clients_n` clients each submit `kernels_n` kernels of their own at once; the results and
+    the seconds until the last came back."""
+    clients = [Client(address, name=f"{prefix}{i}") for i in range(clients_n)]
+    started = time.perf_counter()
+    futures = [c.submit("relu", kernel(i * kernels_n + k), suite="smoke", settings=settings)
+               for k in range(kernels_n) for i, c in enumerate(clients)]
+    results = [f.result() for f in concurrent.futures.as_completed(futures)]
+    seconds = time.perf_counter() - started
+    for c in clients:
+        c.close()
+    return results, seconds
+
+
 def throughput(args, work):
     print(f"== throughput: {args.clients} clients x {args.kernels} kernels each, sim_runner slots "
           f"(time x{args.speedup}) ==")
@@ -175,23 +188,10 @@ def throughput(args, work):
         os.makedirs(folder)
         server = Server(args.binary, folder, sim_flags(args, slots), sim_env(args.speedup))
         try:
-            clients = [Client(server.address, name=f"c{i}") for i in range(args.clients)]
-            busy = []
-            lock = threading.Lock()
-            started = time.perf_counter()
-            futures = []
-            for k in range(args.kernels):
-                for i, c in enumerate(clients):
-                    futures.append(c.submit("relu", kernel(i * args.kernels + k), suite="smoke"))
-            for f in concurrent.futures.as_completed(futures):
-                r = f.result()
-                with lock:
-                    busy.append(r.raw.get("wall_seconds", 0.0))
-            seconds = time.perf_counter() - started
-            for c in clients:
-                c.close()
+            results, seconds = flood(server.address, "c", args.clients, args.kernels)
         finally:
             server.stop()
+        busy = [r.raw.get("wall_seconds", 0.0) for r in results]
         n = len(busy)
         share = sum(busy) / (slots * seconds)
         print(f"  {slots:>5} {n:>11} {seconds:>8.2f} {n / seconds:>10.1f} {share:>22.2f}")
@@ -207,21 +207,11 @@ def gpu_throughput(args, work):
     try:
         with Client(server.address, name="warm") as c:
             c.evaluate("relu", RELU, suite="smoke", settings=GPU_TIMER)  # starts the runner
-        clients = [Client(server.address, name=f"g{i}") for i in range(clients_n)]
-        busy = []
-        started = time.perf_counter()
-        futures = [c.submit("relu", kernel(i * kernels_n + k), suite="smoke", settings=GPU_TIMER)
-                   for k in range(kernels_n) for i, c in enumerate(clients)]
-        correct = 0
-        for f in concurrent.futures.as_completed(futures):
-            r = f.result()
-            busy.append(r.raw.get("wall_seconds", 0.0))
-            correct += bool(r.correct)
-        seconds = time.perf_counter() - started
-        for c in clients:
-            c.close()
+        results, seconds = flood(server.address, "g", clients_n, kernels_n, GPU_TIMER)
     finally:
         server.stop()
+    busy = [r.raw.get("wall_seconds", 0.0) for r in results]
+    correct = sum(bool(r.correct) for r in results)
     n = len(busy)
     print(f"  {n} evaluations ({correct} correct) in {seconds:.2f} s: {n / seconds:.1f} per second, "
           f"slot share evaluating {sum(busy) / seconds:.2f}")
@@ -239,14 +229,14 @@ def fairness(args, work):
             for f in [small.submit("relu", kernel(n), suite="smoke") for n in range(args.small)]:
                 f.result()
             idle = time.perf_counter() - started
-            flood = [large.submit("relu", kernel(10_000 + n), suite="smoke") for n in range(args.large)]
+            queued = [large.submit("relu", kernel(10_000 + n), suite="smoke") for n in range(args.large)]
             time.sleep(1.0)  # the large client's jobs are queued first
             started = time.perf_counter()
             for f in [small.submit("relu", kernel(20_000 + n), suite="smoke") for n in range(args.small)]:
                 f.result()
             loaded = time.perf_counter() - started
-            left = sum(1 for f in flood if not f.done())
-            for f in flood:
+            left = sum(1 for f in queued if not f.done())
+            for f in queued:
                 large.cancel(f)
     finally:
         server.stop()

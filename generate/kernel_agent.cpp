@@ -168,23 +168,40 @@ std::string provider_advice(const std::string& reason) {
   return out + ".";
 }
 
+namespace {
+
+// A fresh folder in /tmp for one check's files, removed with the object; empty `path` when none
+// could be made.
+struct check_folder {
+  fs::path path;
+  explicit check_folder(const std::string& prefix) {
+    std::string name = "/tmp/" + prefix + "-XXXXXX";
+    if (::mkdtemp(name.data()))
+      path = name;
+  }
+  ~check_folder() {
+    std::error_code ec;
+    if (!path.empty())
+      fs::remove_all(path, ec);
+  }
+};
+
+} // namespace
+
 std::string check_kernel_agent(const kernel_agent_config& cfg, agent_provider& found) {
   auto adapter = adapter_of(cfg);
   if (!fs::exists(adapter))
     return "the KernelAgent adapter " + adapter + " is missing (it is built beside bbcluster)";
-  char dir_template[] = "/tmp/bbcluster-agent-check-XXXXXX";
-  if (!::mkdtemp(dir_template))
+  check_folder dir("bbcluster-agent-check");
+  if (dir.path.empty())
     return std::string("cannot make a folder in /tmp for the KernelAgent check");
-  auto dir = fs::path(dir_template);
-  auto settings = (dir / "settings.json").string();
-  auto said_path = (dir / "check.log").string();
+  auto settings = (dir.path / "settings.json").string();
+  auto said_path = (dir.path / "check.log").string();
   std::string why = write_file_atomically(settings, agent_settings(cfg).dump(2));
   process_result r;
   if (why.empty())
     r = run_process({cfg.python, adapter, "--check", settings}, said_path, 120);
   auto said = trimmed(read_text(said_path));
-  std::error_code ec;
-  fs::remove_all(dir, ec);
   if (!why.empty())
     return why;
   if (r.ok()) {
@@ -228,16 +245,14 @@ except Exception as e:
     print(f"{type(e).__name__}: {e}")
     sys.exit(4)
 )PY";
-  char dir_template[] = "/tmp/bbcluster-agent-service-XXXXXX";
-  if (!::mkdtemp(dir_template))
+  check_folder dir("bbcluster-agent-service");
+  if (dir.path.empty())
     return std::string("cannot make a folder in /tmp for the service check");
-  auto said_path = (fs::path(dir_template) / "check.log").string();
+  auto said_path = (dir.path / "check.log").string();
   auto r = run_process({cfg.python, "-c", probe, cfg.service.client_path, cfg.service.address, cfg.service.keys,
                         op, cfg.service.suite, cfg.service.data},
                        said_path, 180);
   auto said = trimmed(read_text(said_path));
-  std::error_code ec;
-  fs::remove_all(dir_template, ec);
   if (r.ok())
     return "";
   return "kernel_agent.verify_with = " + cfg.service.address + ": KernelAgent's Python " + cfg.python

@@ -27,8 +27,8 @@ void maybe_inject_fault(const bb::eval_job& job) {
 
 // A Python kernel's JIT libraries compile into a folder of its own under $BBCLUSTER_JIT_DIR
 // (set by the evaluator; in a sandbox, in this runner's private scratch folder), seeded from
-// the kernel's entry in the store. The folder is emptied first: what an earlier kernel left
-// there is never taken for this one's.
+// the kernel's entry in the store (none: an empty folder). The JIT folder is emptied first:
+// what an earlier kernel left there is never taken for this one's.
 void prepare_jit_folder(const bb::runner_request& req) {
   const char* jit = std::getenv("BBCLUSTER_JIT_DIR");
   if (!jit || !*jit || req.job.kernel.kind != bb::kernel_kind::py)
@@ -37,10 +37,8 @@ void prepare_jit_folder(const bb::runner_request& req) {
   std::filesystem::remove_all(jit, ec);
   auto name = std::filesystem::path(req.jit_entry).filename().string();
   auto folder = std::filesystem::path(jit) / (name.empty() ? "unkept" : name);
-  if (!req.jit_entry.empty())
-    if (auto why = bb::seed_jit_folder(req.jit_entry, folder.string()); !why.empty())
-      std::cerr << "bbrunner: the JIT cache's entry is not used: " << why << "\n";
-  std::filesystem::create_directories(folder, ec);
+  if (auto why = bb::seed_jit_folder(req.jit_entry, folder.string()); !why.empty())
+    std::cerr << "bbrunner: the JIT cache's entry is not used: " << why << "\n";
   bb::runner::python_use_jit_folder(folder.string());
 }
 
