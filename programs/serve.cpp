@@ -897,6 +897,10 @@ private:
       return;
     auto& r = it->second;
     if (!o.done) {
+      // Once the client was told "cancelled", nothing more of the request reaches it: a job the
+      // slot pool dropped comes back as a failed result, which is the cancel's, not the kernel's.
+      if (r.cancelled)
+        return;
       r.results.push_back(o.result);
       // Kernel output in messages may be any bytes: invalid UTF-8 replaced, as the journal does,
       // so that the client can read the string.
