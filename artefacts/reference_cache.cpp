@@ -153,7 +153,9 @@ void keep_measured_references(eval_result& result, const eval_job& job, const re
                               const runner_options& opts) {
   for (size_t i = 0; i < result.performance.size() && i < job.performance_inputs.size(); ++i) {
     auto& p = result.performance[i];
-    if (p.successfully_ran && !p.reference_cached && !p.reference_round_means_ms.empty()) {
+    // The runner leaves round means only where the cache is to keep them (timed in full, or a
+    // calibration that found the cached figure stale).
+    if (p.successfully_ran && !p.reference_round_means_ms.empty()) {
       cached_reference c;
       c.index = static_cast<uint32_t>(i);
       c.mean_ms = p.reference_time_ms;

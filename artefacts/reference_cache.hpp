@@ -3,8 +3,10 @@
 // The reference-time cache: aten's timing of one input, kept per (operator, input, device,
 // driver, torch version, timer settings) in a folder that sweeps and campaigns share, so that
 // a later sweep on the same kind of device, or the next version of a generative campaign,
-// does not time aten again. Any part of the key that differs means a fresh measurement.
-// Entries are files written whole (write, then rename): safe between processes.
+// times aten only as a short calibration (timing.reference_calibration of the calls): the
+// figure of that run is what counts, the cached one sizes it and shows its drift. Any part of
+// the key that differs means a full measurement. Entries are files written whole (write, then
+// rename): safe between processes.
 
 #include <optional>
 #include <string>
@@ -70,8 +72,9 @@ private:
 void attach_cached_references(eval_job& job, const reference_cache& cache, const provenance& where,
                               const runner_options& opts);
 
-/// Stores the reference timings `result` measured (its performance records that timed the
-/// reference here), then drops them from the records: the reports do not carry them.
+/// Stores the reference timings `result` measured for the cache (its performance records with
+/// round means: the reference timed in full here, or a calibration that found the cached
+/// figure stale), then drops them from the records: the reports do not carry them.
 void keep_measured_references(eval_result& result, const eval_job& job, const reference_cache& cache,
                               const runner_options& opts);
 

@@ -175,7 +175,7 @@ struct correctness_record {
 // performance_record's fields, once: msgpack, CAF's inspect and JSON are made from them.
 #define BB_FIELDS_PERFORMANCE_RECORD op_name, args, speedup, benchmark_time_ms, \
   reference_time_ms, error_msg, successfully_ran, test_type, speedup_ci_low, speedup_ci_high, \
-  timing_rounds, reference_cached, reference_round_means_ms, unverified_speedup, timer
+  timing_rounds, reference_cached, reference_drift, reference_round_means_ms, unverified_speedup, timer
 /// BackendBench's PerformanceTestResult, field for field.
 struct performance_record {
   std::string op_name;
@@ -187,13 +187,18 @@ struct performance_record {
   bool successfully_ran = false;
   std::string test_type = "performance";
   // Beyond BackendBench: the speedup's 95% confidence interval from the timing rounds (both 0
-  // when there were fewer than two), the rounds, and whether the reference time came from the
-  // reference-time cache.
+  // when there were fewer than two), the rounds, and whether the reference-time cache held a
+  // figure for this input: then the reference was timed as a calibration (a share of a full
+  // timing's calls, timing.reference_calibration, beside the kernel as always), and
+  // reference_drift is its figure over the cached one, less 1. reference_time_ms is always
+  // the figure measured in this run.
   double speedup_ci_low = 0.0;
   double speedup_ci_high = 0.0;
   uint32_t timing_rounds = 0;
   bool reference_cached = false;
-  /// The reference's round means (ms), when it was measured here: what the cache keeps.
+  double reference_drift = 0.0;
+  /// The reference's round means (ms), when the cache is to keep them: measured in full here,
+  /// or a calibration that drifted from the cached figure (which it then replaces).
   std::vector<double> reference_round_means_ms;
   /// When the speedup was above checks.suspicious_speedup: the first measurement's speedup,
   /// which the stricter one (in `speedup`) replaced; 0 otherwise.

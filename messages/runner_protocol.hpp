@@ -40,7 +40,7 @@ struct runner_options {
                      gpu_rep_ms, flush_bytes, rounds, systematic_rel_sd, adaptive_min_calls,
                      adaptive_rel_sem,
                      cpu_threads, atol, rtol, reference_cache_dir, exploit_checks,
-                     suspicious_speedup, extra_inputs, reference_cache);
+                     suspicious_speedup, extra_inputs, reference_cache, reference_calibration);
 };
 
 /// The sweep's settings as a job carries them (eval_job::settings): the coordinator's resolved

@@ -723,9 +723,10 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   // What the checked calls saw and returned (checked_per_round a round on each side). A
   // checked call's values depend on its round and rank alone (call_seed), so the reference's
   // output of one is what the kernel's must match: no call of the reference is needed to check
-  // it, unless the reference's time came from the cache or its input differs (then the
-  // reference runs on the kernel's input). At most max_checked_calls are kept, the same on both sides (checked_slot: later ones take
-  // a kept one's place as reservoir sampling does). The copies go into slots made before the
+  // it, unless the reference made no call of that round (an adaptive calibration stops
+  // early) or its input differs (then the reference runs on the kernel's input). At most
+  // max_checked_calls are kept, the same on both sides (checked_slot: later ones take a kept
+  // one's place as reservoir sampling does). The copies go into slots made before the
   // timing, so that no copy allocates memory between timed calls: a call whose output had to
   // come from fresh pages (a CPU) or a fresh cudaMalloc would be slower on that side only.
   struct call_copy {
@@ -860,7 +861,7 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
       ~add_wall() { wall += std::chrono::duration<double>(clock::now() - begin).count(); }
     } timed{wall, begin};
     if (synchronized)
-      return time_pair_synchronized(ref_side, ker_side, ctx.opts, 2 * ctx.opts.rounds, nullptr, on_side);
+      return time_pair_synchronized(ref_side, ker_side, ctx.opts, 2 * ctx.opts.rounds, on_side);
     return time_pair(ref_side, ker_side, ctx.opts, hit ? &cached : nullptr, on_side);
   };
   // The kept outputs against the reference's on the same values: "" when all agree.
@@ -880,7 +881,7 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
         return own("comparing a timed call's inputs", [&] { return same_call(twin.input, c.input); });
       });
       if (!twin_serves) {
-        // The reference did not run (its time came from the cache), or its input differs (an
+        // The reference made no such call (a calibration's fewer rounds), or its input differs (an
         // in-place operator, integers reordered from another order): it runs on this one now.
         prepared_input rin;
         if (run_one_call(ctx, "check_timed", ctx.reference, c.input, rin, run_again))
@@ -942,7 +943,7 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
     wall -= hook_seconds;
     ctx.phases.seconds["check_timed"] += hook_seconds;
   }
-  double ref_share = hit ? 0.0 : timing.reference.mean_ms * static_cast<double>(timing.reference.calls);
+  double ref_share = timing.reference.mean_ms * static_cast<double>(timing.reference.calls);
   double ker_share = timing.kernel.mean_ms * static_cast<double>(timing.kernel.calls);
   double ref_part = ref_share + ker_share > 0 ? wall * ref_share / (ref_share + ker_share) : 0.0;
   ctx.phases.seconds["time_reference"] += ref_part;
@@ -966,8 +967,10 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   rec.timing_rounds = static_cast<uint32_t>(
     std::min(timing.reference.round_means_ms.size(), timing.kernel.round_means_ms.size()));
   rec.reference_cached = cached_used;
-  // Only a reference timed with the sweep's own timer is what the cache keeps.
-  if (!hit && !synchronized)
+  rec.reference_drift = cached_used ? timing.reference_drift : 0.0;
+  // Only a reference timed with the sweep's own timer is what the cache keeps: one timed in
+  // full, or a calibration that found the cached figure stale.
+  if (!synchronized && cache_keeps(hit != nullptr, timing.reference_drift))
     rec.reference_round_means_ms = timing.reference.round_means_ms;
   rec.unverified_speedup = unverified;
   rec.timer = synchronized ? "synchronized" : ctx.opts.device == "cuda" ? ctx.opts.timer : "cpu_bench";

@@ -22,9 +22,22 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-// The relative uncertainty a reference time from the cache adds: the drift between two runs
-// on the same kind of device, which within-run rounds do not see.
-constexpr double cached_reference_drift = 0.02;
+// How the reference is timed: in full; calibrated, with a cached figure (`share` of a full
+// timing's calls and warm-up, so that the speedup is of two figures measured now); or not at
+// all, the cached figure standing (time_ms's kernel alone).
+struct reference_plan {
+  const side_timing* cached = nullptr;
+  double share = 1.0;
+  bool skip = false;
+};
+
+// A calibration's calls out of a full timing's `full`: `share` of them, at least one a round.
+int64_t share_of(int64_t full, double share, int64_t rounds) {
+  if (share >= 1.0)
+    return full;
+  auto calls = static_cast<int64_t>(std::ceil(share * static_cast<double>(full)));
+  return std::clamp<int64_t>(calls, std::min(full, std::max<int64_t>(1, rounds)), full);
+}
 
 double ms_since(clock::time_point start) {
   return std::chrono::duration<double, std::milli>(clock::now() - start).count();
@@ -91,12 +104,12 @@ void finish_side(side_timing& s, const std::vector<std::vector<double>>& per_rou
   s.mean_ms = n > 0 ? total / static_cast<double>(n) : 0.0;
 }
 
-// Both sides' timings from their calls per round; a cached reference as it is.
-paired_timing paired_from_rounds(const side_timing* cached, const std::vector<std::vector<double>>& ref_rounds,
+// Both sides' timings from their calls per round; a skipped reference's cached figure as it is.
+paired_timing paired_from_rounds(const reference_plan& plan, const std::vector<std::vector<double>>& ref_rounds,
                                  const std::vector<std::vector<double>>& kernel_rounds) {
   paired_timing out;
-  if (cached)
-    out.reference = *cached;
+  if (plan.skip)
+    out.reference = *plan.cached;
   else
     finish_side(out.reference, ref_rounds);
   finish_side(out.kernel, kernel_rounds);
@@ -140,23 +153,34 @@ double run_call_watched(const timed_side& side, const call_point& p, bool& preem
   return ms;
 }
 
+// A side's timed calls: `calls` of them, out of the `full` a full timing makes.
+struct call_count {
+  int64_t full = 1;
+  int64_t calls = 1;
+};
+
 // Warm-up calls as cpu_bench makes them (stopping after a quarter of the budget), and the
-// number of timed calls that fit the budget, judged from the warm-up.
-int64_t cpu_prime(const timed_side& side, const runner_options& opts) {
+// number of timed calls that fit the budget, judged from the warm-up; a calibration (`share`
+// below 1) makes that share of both.
+call_count cpu_prime(const timed_side& side, const runner_options& opts, double share = 1.0) {
   auto start = clock::now();
   int64_t done = 0;
   double budget_ms = opts.cpu_max_seconds * 1000.0;
-  for (int64_t i = 0; i < std::max<int64_t>(1, opts.cpu_warmup); ++i) {
+  auto warmup = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(share * static_cast<double>(opts.cpu_warmup))));
+  for (int64_t i = 0; i < warmup; ++i) {
     run_call(side, {0, i, false, false});
     ++done;
-    if (budget_ms > 0 && ms_since(start) > budget_ms * 0.25)
+    if (budget_ms > 0 && ms_since(start) > budget_ms * 0.25 * share)
       break;
   }
-  if (budget_ms <= 0)
-    return opts.cpu_runs;
-  double per_call = ms_since(start) / static_cast<double>(done);
-  auto fit = static_cast<int64_t>(budget_ms / std::max(per_call, 1e-6));
-  return std::clamp<int64_t>(fit, 1, opts.cpu_runs);
+  call_count n;
+  n.full = opts.cpu_runs;
+  if (budget_ms > 0) {
+    double per_call = ms_since(start) / static_cast<double>(done);
+    n.full = std::clamp<int64_t>(static_cast<int64_t>(budget_ms / std::max(per_call, 1e-6)), 1, opts.cpu_runs);
+  }
+  n.calls = share_of(n.full, share, opts.rounds);
+  return n;
 }
 
 using side_fn = std::function<void(code_side)>;
@@ -167,13 +191,16 @@ void tell(const side_fn& on_side, code_side side) {
 }
 
 paired_timing cpu_pair(const timed_side& reference, const timed_side& kernel,
-                       const runner_options& opts, const side_timing* cached, const side_fn& on_side,
+                       const runner_options& opts, const reference_plan& plan, const side_fn& on_side,
                        bool watch_preemption = false) {
-  tell(on_side, code_side::reference);
-  int64_t ref_calls = cached ? 0 : cpu_prime(reference, opts);
+  call_count ref;
+  if (!plan.skip) {
+    tell(on_side, code_side::reference);
+    ref = cpu_prime(reference, opts, plan.share);
+  }
   tell(on_side, code_side::kernel);
-  int64_t kernel_calls = cpu_prime(kernel, opts);
-  int64_t rounds = std::max<int64_t>(1, std::min({opts.rounds, kernel_calls, cached ? kernel_calls : ref_calls}));
+  int64_t kernel_calls = cpu_prime(kernel, opts).calls;
+  int64_t rounds = std::max<int64_t>(1, std::min({opts.rounds, kernel_calls, plan.skip ? kernel_calls : ref.full}));
   std::vector<std::vector<double>> ref_rounds(static_cast<size_t>(rounds));
   std::vector<std::vector<double>> kernel_rounds(static_cast<size_t>(rounds));
   std::vector<std::vector<bool>> ref_preempted(static_cast<size_t>(rounds));
@@ -192,9 +219,9 @@ paired_timing cpu_pair(const timed_side& reference, const timed_side& kernel,
     // Odd rounds time the kernel first: the order cancels out over the rounds.
     for (int turn = 0; turn < 2; ++turn) {
       bool ref_turn = (turn == 0) == (r % 2 == 0);
-      if (ref_turn && !cached) {
+      if (ref_turn && !plan.skip) {
         tell(on_side, code_side::reference);
-        run(reference, r, share(ref_calls, rounds, r), ref_rounds[static_cast<size_t>(r)]);
+        run(reference, r, share(ref.calls, rounds, r), ref_rounds[static_cast<size_t>(r)]);
       } else if (!ref_turn) {
         tell(on_side, code_side::kernel);
         run(kernel, r, share(kernel_calls, rounds, r), kernel_rounds[static_cast<size_t>(r)]);
@@ -205,7 +232,7 @@ paired_timing cpu_pair(const timed_side& reference, const timed_side& kernel,
     drop_preempted(ref_rounds, ref_preempted);
     drop_preempted(kernel_rounds, kernel_preempted);
   }
-  return paired_from_rounds(cached, ref_rounds, kernel_rounds);
+  return paired_from_rounds(plan, ref_rounds, kernel_rounds);
 }
 
 #ifdef BB_WITH_CUDA
@@ -216,6 +243,7 @@ struct cuda_side {
   const timed_side* fn = nullptr;
   int64_t warmup = 1;
   int64_t repeat = 1;
+  int64_t full_repeat = 1; // a full timing's repeat (a calibration makes `repeat` of them)
 };
 
 // A call outside any measurement (warm-up, estimate), with its preparation and clean-up.
@@ -229,13 +257,15 @@ void untimed_call(const timed_side& side, int64_t index) {
 }
 
 // do_bench's estimate: one call, then five calls each after a cache flush, timed together
-// (with each call's preparation and clean-up, so the budget covers them).
-void cuda_prime(cuda_side& side, at::Tensor& cache, const runner_options& opts) {
+// (with each call's preparation and clean-up, so the budget covers them). A calibration
+// (`share` below 1) estimates from two calls and makes that share of the warm-up and calls.
+void cuda_prime(cuda_side& side, at::Tensor& cache, const runner_options& opts, double share = 1.0) {
   untimed_call(*side.fn, 0);
   c10::cuda::device_synchronize();
+  int estimate_calls = share < 1.0 ? 2 : 5;
   at::cuda::CUDAEvent start(cudaEventDefault), end(cudaEventDefault);
   start.record();
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < estimate_calls; ++i) {
     call_point p{0, i + 1, false, false};
     if (side.fn->before)
       side.fn->before(p);
@@ -246,9 +276,10 @@ void cuda_prime(cuda_side& side, at::Tensor& cache, const runner_options& opts) 
   }
   end.record();
   end.synchronize();
-  double estimate_ms = std::max(1e-6, static_cast<double>(start.elapsed_time(end)) / 5.0);
-  side.warmup = std::max<int64_t>(1, static_cast<int64_t>(opts.gpu_warmup_ms / estimate_ms));
-  side.repeat = std::max<int64_t>(1, static_cast<int64_t>(opts.gpu_rep_ms / estimate_ms));
+  double estimate_ms = std::max(1e-6, static_cast<double>(start.elapsed_time(end)) / estimate_calls);
+  side.warmup = std::max<int64_t>(1, static_cast<int64_t>(share * opts.gpu_warmup_ms / estimate_ms));
+  side.full_repeat = std::max<int64_t>(1, static_cast<int64_t>(opts.gpu_rep_ms / estimate_ms));
+  side.repeat = share_of(side.full_repeat, share, opts.rounds);
 }
 
 // Timed calls, each after a cache flush outside its own event pair; read after a sync.
@@ -279,27 +310,30 @@ struct queued_calls {
 };
 
 paired_timing cuda_do_bench_pair(const timed_side& reference, const timed_side& kernel,
-                                 const runner_options& opts, const side_timing* cached, const side_fn& on_side) {
+                                 const runner_options& opts, const reference_plan& plan, const side_fn& on_side) {
   auto cache = at::empty({opts.flush_bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
   cuda_side ref{&reference}, ker{&kernel};
-  if (!cached) {
+  if (!plan.skip) {
     tell(on_side, code_side::reference);
-    cuda_prime(ref, cache, opts);
+    cuda_prime(ref, cache, opts, plan.share);
   }
   tell(on_side, code_side::kernel);
   cuda_prime(ker, cache, opts);
-  if (!cached)
+  if (!plan.skip) {
+    tell(on_side, code_side::reference);
     for (int64_t i = 0; i < ref.warmup; ++i)
       untimed_call(reference, i);
+  }
+  tell(on_side, code_side::kernel);
   for (int64_t i = 0; i < ker.warmup; ++i)
     untimed_call(kernel, i);
-  int64_t rounds = std::max<int64_t>(1, std::min({opts.rounds, ker.repeat, cached ? ker.repeat : ref.repeat}));
+  int64_t rounds = std::max<int64_t>(1, std::min({opts.rounds, ker.repeat, plan.skip ? ker.repeat : ref.full_repeat}));
   std::vector<queued_calls> ref_q(static_cast<size_t>(rounds)), ker_q(static_cast<size_t>(rounds));
   for (int64_t r = 0; r < rounds; ++r) {
     // Odd rounds time the kernel first: the order cancels out over the rounds.
     for (int turn = 0; turn < 2; ++turn) {
       bool ref_turn = (turn == 0) == (r % 2 == 0);
-      if (ref_turn && !cached)
+      if (ref_turn && !plan.skip)
         ref_q[static_cast<size_t>(r)].queue(reference, r, cache, share(ref.repeat, rounds, r));
       else if (!ref_turn)
         ker_q[static_cast<size_t>(r)].queue(kernel, r, cache, share(ker.repeat, rounds, r));
@@ -312,31 +346,33 @@ paired_timing cuda_do_bench_pair(const timed_side& reference, const timed_side& 
     ref_rounds.push_back(ref_q[static_cast<size_t>(r)].read());
     ker_rounds.push_back(ker_q[static_cast<size_t>(r)].read());
   }
-  return paired_from_rounds(cached, ref_rounds, ker_rounds);
+  return paired_from_rounds(plan, ref_rounds, ker_rounds);
 }
 
 // --- CUDA: the adaptive timer ----------------------------------------------------------------
 
 // Batches of calls, alternating between the sides, until each side's standard error of the
 // mean is under opts.adaptive_rel_sem (after at least opts.adaptive_min_calls calls) or its
-// timed calls add up to the repetition budget. Each batch is a round.
+// timed calls add up to the repetition budget. Each batch is a round. A calibration (`share`
+// below 1) has that share of the budget, of the minimum calls and of the calls the standard
+// error asks for (its bound over the square root of the share), and one warm-up call.
 paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& kernel,
-                                 const runner_options& opts, const side_timing* cached, const side_fn& on_side) {
+                                 const runner_options& opts, const reference_plan& plan, const side_fn& on_side) {
   auto cache = at::empty({opts.flush_bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
   constexpr int64_t batch = 5;
-  constexpr int64_t warmup_calls = 3;
   struct state {
     const timed_side* fn;
     bool done;
+    double share;
     std::vector<std::vector<double>> rounds;
     std::vector<double> all;
   };
-  state sides[2] = {{&reference, cached != nullptr, {}, {}}, {&kernel, false, {}, {}}};
+  state sides[2] = {{&reference, plan.skip, plan.share, {}, {}}, {&kernel, false, 1.0, {}, {}}};
   for (auto& s : sides) {
     if (s.done)
       continue;
     tell(on_side, &s == &sides[0] ? code_side::reference : code_side::kernel);
-    for (int64_t i = 0; i < warmup_calls; ++i)
+    for (int64_t i = 0; i < (s.share < 1.0 ? 1 : 3); ++i)
       untimed_call(*s.fn, i);
   }
   tell(on_side, code_side::neither);
@@ -344,9 +380,10 @@ paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& 
   auto converged = [&](const state& s) {
     auto n = static_cast<int64_t>(s.all.size());
     double sum = std::accumulate(s.all.begin(), s.all.end(), 0.0);
-    if (n >= 2 && sum >= opts.gpu_rep_ms)
+    if (n >= 2 && sum >= s.share * opts.gpu_rep_ms)
       return true; // the budget is spent: as precise as do_bench would be
-    if (n < std::max<int64_t>(2, opts.adaptive_min_calls))
+    auto min_calls = static_cast<int64_t>(std::ceil(s.share * static_cast<double>(opts.adaptive_min_calls)));
+    if (n < std::max<int64_t>(2, min_calls))
       return false;
     double mean = sum / static_cast<double>(n);
     double var = 0.0;
@@ -354,7 +391,7 @@ paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& 
       var += (x - mean) * (x - mean);
     var /= static_cast<double>(n - 1);
     double sem = std::sqrt(var / static_cast<double>(n));
-    return mean > 0 && sem / mean < opts.adaptive_rel_sem;
+    return mean > 0 && sem / mean < opts.adaptive_rel_sem / std::sqrt(s.share);
   };
   for (int64_t round = 0; !sides[0].done || !sides[1].done; ++round) {
     queued_calls q[2];
@@ -373,14 +410,13 @@ paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& 
       sides[i].done = converged(sides[i]);
     }
   }
-  return paired_from_rounds(cached, sides[0].rounds, sides[1].rounds);
+  return paired_from_rounds(plan, sides[0].rounds, sides[1].rounds);
 }
 
 // --- CUDA: the synchronized timer ------------------------------------------------------------
 
 paired_timing cuda_synchronized_pair(const timed_side& reference, const timed_side& kernel,
-                                     const runner_options& opts, int64_t rounds,
-                                     const side_timing* cached, const side_fn& on_side) {
+                                     const runner_options& opts, int64_t rounds, const side_fn& on_side) {
   auto cache = at::empty({opts.flush_bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
   auto one = [&](const timed_side& side, const call_point& p) {
     if (side.before)
@@ -402,19 +438,14 @@ paired_timing cuda_synchronized_pair(const timed_side& reference, const timed_si
     auto n = static_cast<int64_t>(2.0 * opts.gpu_rep_ms / estimate);
     return std::clamp<int64_t>(n, rounds, 100 * rounds);
   };
-  int64_t ref_calls = 0;
-  if (!cached) {
-    tell(on_side, code_side::reference);
-    ref_calls = calls_of(reference);
-  }
+  tell(on_side, code_side::reference);
+  int64_t ref_calls = calls_of(reference);
   tell(on_side, code_side::kernel);
   int64_t ker_calls = calls_of(kernel);
   std::vector<std::vector<double>> ref_rounds(static_cast<size_t>(rounds)), ker_rounds(static_cast<size_t>(rounds));
   for (int64_t r = 0; r < rounds; ++r) {
     for (int turn = 0; turn < 2; ++turn) {
       bool ref_turn = (turn == 0) == (r % 2 == 0);
-      if (ref_turn && cached)
-        continue;
       tell(on_side, ref_turn ? code_side::reference : code_side::kernel);
       auto& side = ref_turn ? reference : kernel;
       int64_t n = share(ref_turn ? ref_calls : ker_calls, rounds, r);
@@ -424,7 +455,7 @@ paired_timing cuda_synchronized_pair(const timed_side& reference, const timed_si
         out.push_back(one(side, checked.at(r, i)));
     }
   }
-  return paired_from_rounds(cached, ref_rounds, ker_rounds);
+  return paired_from_rounds({}, ref_rounds, ker_rounds);
 }
 
 #endif
@@ -505,12 +536,30 @@ timed_side plain(const timed_fn& fn) {
   return {nullptr, [&fn](const call_point& p) { fn(p.round); }, nullptr};
 }
 
-// The speedup's interval, with a cached reference's drift.
-void estimate_into(paired_timing& out, const runner_options& opts, bool cached) {
-  // A reference timed in another run carries that run's drift, which its rounds cannot show.
-  double drift = cached ? cached_reference_drift : 0.0;
-  out.estimate = estimate_speedup(out.reference, out.kernel,
-                                  std::sqrt(drift * drift + opts.systematic_rel_sd * opts.systematic_rel_sd));
+// The speedup's interval; a calibrated reference's drift from its cached figure.
+void estimate_into(paired_timing& out, const runner_options& opts, const reference_plan& plan) {
+  out.estimate = estimate_speedup(out.reference, out.kernel, opts.systematic_rel_sd);
+  if (plan.cached && !plan.skip && plan.cached->mean_ms > 0 && out.reference.mean_ms > 0) {
+    out.reference_calibrated = true;
+    out.reference_drift = out.reference.mean_ms / plan.cached->mean_ms - 1.0;
+  }
+}
+
+paired_timing timed_pair(const timed_side& reference, const timed_side& kernel, const runner_options& opts,
+                         const reference_plan& plan, const side_fn& on_side) {
+  paired_timing out;
+  if (opts.device != "cuda") {
+    out = cpu_pair(reference, kernel, opts, plan, on_side);
+  } else {
+#ifdef BB_WITH_CUDA
+    out = opts.timer == "adaptive" ? cuda_adaptive_pair(reference, kernel, opts, plan, on_side)
+                                   : cuda_do_bench_pair(reference, kernel, opts, plan, on_side);
+#else
+    throw std::runtime_error("this bbrunner was built without CUDA");
+#endif
+  }
+  estimate_into(out, opts, plan);
+  return out;
 }
 
 } // namespace
@@ -518,19 +567,12 @@ void estimate_into(paired_timing& out, const runner_options& opts, bool cached) 
 paired_timing time_pair(const timed_side& reference, const timed_side& kernel,
                         const runner_options& opts, const side_timing* cached_reference,
                         const std::function<void(code_side)>& on_side) {
-  paired_timing out;
-  if (opts.device != "cuda") {
-    out = cpu_pair(reference, kernel, opts, cached_reference, on_side);
-  } else {
-#ifdef BB_WITH_CUDA
-    out = opts.timer == "adaptive" ? cuda_adaptive_pair(reference, kernel, opts, cached_reference, on_side)
-                                   : cuda_do_bench_pair(reference, kernel, opts, cached_reference, on_side);
-#else
-    throw std::runtime_error("this bbrunner was built without CUDA");
-#endif
+  reference_plan plan;
+  if (cached_reference) {
+    plan.cached = cached_reference;
+    plan.share = std::clamp(opts.reference_calibration, 1e-6, 1.0);
   }
-  estimate_into(out, opts, cached_reference != nullptr);
-  return out;
+  return timed_pair(reference, kernel, opts, plan, on_side);
 }
 
 paired_timing time_pair(const timed_fn& reference, const timed_fn& kernel,
@@ -541,7 +583,6 @@ paired_timing time_pair(const timed_fn& reference, const timed_fn& kernel,
 
 paired_timing time_pair_synchronized(const timed_side& reference, const timed_side& kernel,
                                      const runner_options& opts, int64_t rounds,
-                                     const side_timing* cached_reference,
                                      const std::function<void(code_side)>& on_side) {
   rounds = std::max<int64_t>(2, rounds);
   paired_timing out;
@@ -552,15 +593,15 @@ paired_timing time_pair_synchronized(const timed_side& reference, const timed_si
     strict.rounds = rounds;
     strict.cpu_runs = std::max<int64_t>(opts.cpu_runs * 2, rounds);
     strict.cpu_max_seconds = opts.cpu_max_seconds * 2;
-    out = cpu_pair(reference, kernel, strict, cached_reference, on_side, true);
+    out = cpu_pair(reference, kernel, strict, {}, on_side, true);
   } else {
 #ifdef BB_WITH_CUDA
-    out = cuda_synchronized_pair(reference, kernel, opts, rounds, cached_reference, on_side);
+    out = cuda_synchronized_pair(reference, kernel, opts, rounds, on_side);
 #else
     throw std::runtime_error("this bbrunner was built without CUDA");
 #endif
   }
-  estimate_into(out, opts, cached_reference != nullptr);
+  estimate_into(out, opts, {});
   return out;
 }
 
@@ -585,7 +626,8 @@ double time_ms(const std::function<void()>& fn, const runner_options& opts) {
   none.mean_ms = 1.0;
   none.round_means_ms = {1.0, 1.0};
   timed_fn each = [&](int64_t) { fn(); };
-  return time_pair(each, each, opts, &none).kernel.mean_ms;
+  reference_plan skip{&none, 1.0, true};
+  return timed_pair(plain(each), plain(each), opts, skip, {}).kernel.mean_ms;
 }
 
 } // namespace bb::runner

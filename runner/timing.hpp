@@ -66,12 +66,32 @@ struct paired_timing {
   side_timing reference;
   side_timing kernel;
   speedup_estimate estimate;
+  /// Whether the reference was a calibration against a cached figure, and how far its figure
+  /// now lies from the cached one (now / cached - 1).
+  bool reference_calibrated = false;
+  double reference_drift = 0.0;
 };
+
+/// A cached reference figure further than this from its calibration is replaced by the
+/// calibration's (the figure that counts is the calibration's either way; the cached one sizes
+/// the next calibration and is what a sweep's shards are cut by).
+constexpr double reference_refresh_drift = 0.05;
+
+/// Whether the reference-time cache keeps a reference timing: one timed in full (no cached
+/// figure), or a calibration `drift` away from the cached figure by more than
+/// reference_refresh_drift.
+inline bool cache_keeps(bool calibrated, double drift) {
+  return !calibrated || drift > reference_refresh_drift || drift < -reference_refresh_drift;
+}
 
 /// Times `reference` and `kernel` alternately in opts.rounds rounds with opts.timer on
 /// opts.device, odd rounds with the kernel first. The interval includes the systematic
-/// uncertainty opts.systematic_rel_sd (and a cached reference's drift). With `cached_reference` (the reference's timing from the reference cache) the
-/// reference is not run and only the kernel is timed. Throws what the calls throw.
+/// uncertainty opts.systematic_rel_sd. With `cached_reference` (the reference's timing from
+/// the reference cache) the reference is calibrated: timed now in every round, alternating
+/// with the kernel as always, with opts.reference_calibration of a full timing's calls and
+/// warm-up (at least one call a round). The figure measured now is the reference's, never the
+/// cached one, which another run took at another clock or temperature; `reference_drift` tells
+/// how far the two lie apart. Throws what the calls throw.
 /// `on_side` is told reference or kernel before each side's calls of a round are run or
 /// queued, so that a crash or a hang is blamed on the side that had it.
 paired_timing time_pair(const timed_fn& reference, const timed_fn& kernel,
@@ -104,7 +124,6 @@ void drop_preempted(std::vector<std::vector<double>>& rounds, const std::vector<
 /// outlier and for a kernel that left work off the timed stream.
 paired_timing time_pair_synchronized(const timed_side& reference, const timed_side& kernel,
                                      const runner_options& opts, int64_t rounds,
-                                     const side_timing* cached_reference = nullptr,
                                      const std::function<void(code_side)>& on_side = {});
 
 /// After `fn` ran on the current CUDA stream: waits for that stream, then times a device-wide
@@ -117,7 +136,7 @@ double time_ms(const std::function<void()>& fn, const runner_options& opts);
 
 /// Speedup of `kernel` over `reference` with a 95% interval from their round means (t
 /// distribution on the log ratio, delta method), widened by `extra_rel_sd`, a further relative
-/// uncertainty of the reference (time_pair uses it for a cached reference).
+/// uncertainty of the reference (time_pair's systematic one).
 speedup_estimate estimate_speedup(const side_timing& reference, const side_timing& kernel,
                                   double extra_rel_sd = 0.0);
 

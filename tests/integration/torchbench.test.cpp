@@ -164,7 +164,7 @@ TEST_CASE("a reference that runs past the call timeout leaves its input out, nev
   CHECK(r.err.find("jobs failed as a whole") == std::string::npos);
 }
 
-TEST_CASE("every sweep is profiled, and a second sweep reuses the reference timings",
+TEST_CASE("every sweep is profiled, and a second sweep calibrates the cached reference timings",
           "[integration]") {
   bb::test::temp_dir dir;
   bb::test::write_file(dir / "t.txt", "Operator: aten.relu.default\ncnt: 1, ((T([256, 256], f32),), {})\n"
@@ -198,8 +198,13 @@ TEST_CASE("every sweep is profiled, and a second sweep reuses the reference timi
     CHECK(j["performance"][0]["speedup_ci_low"].get<double>() > 0.0);
   }
   sweep("second", "");
-  for (auto& j : bb::test::journal_lines(dir / "second/results.jsonl", "job_finished"))
-    CHECK(j["performance"][0]["reference_cached"] == true);
+  // The cache had each figure: the reference was calibrated in this run, and its drift told.
+  for (auto& j : bb::test::journal_lines(dir / "second/results.jsonl", "job_finished")) {
+    auto& p = j["performance"][0];
+    CHECK(p["reference_cached"] == true);
+    CHECK(p["reference_drift"].get<double>() > -1.0);
+    CHECK(p["reference_time_ms"].get<double>() > 0.0);
+  }
   // --no-reference-cache times aten afresh.
   sweep("third", "--no-reference-cache");
   for (auto& j : bb::test::journal_lines(dir / "third/results.jsonl", "job_finished"))
@@ -211,6 +216,7 @@ TEST_CASE("every sweep is profiled, and a second sweep reuses the reference timi
       seen = true;
       CHECK(row.contains("speedup_ci_low"));
       CHECK(row.contains("reference_cached"));
+      CHECK(row.contains("reference_drift"));
       CHECK_FALSE(row.contains("reference_round_means_ms"));
     }
   CHECK(seen);

@@ -527,15 +527,72 @@ TEST_CASE("time_pair_synchronized on the CPU returns one mean per round and side
     if (p.timed && p.checked)
       last_rounds.insert(p.round);
   CHECK(last_rounds.size() == 6);
+}
 
-  // With a cached reference, only the kernel runs.
-  side_timing cached{2.0, {2.0, 2.0}, 10};
+TEST_CASE("a cached reference time is calibrated now: a share of the calls in every round", "[runner]") {
+  runner_options opts;
+  opts.device = "cpu";
+  opts.cpu_warmup = 8;
+  opts.cpu_runs = 20;
+  opts.cpu_max_seconds = 0; // fixed counts
+  opts.rounds = 4;
+  opts.reference_calibration = 0.25;
+  // The cached figure says 50 ms; the reference takes about 2 ms a call now.
+  side_timing cached{50.0, {50.0, 50.0, 50.0, 50.0}, 20};
+  hook_log ref, ker;
+  std::vector<std::string> order;
+  auto slow = [](const call_point&) { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
+  timed_side ref_side = logged_side(ref, order, "reference", {}), ker_side = logged_side(ker, order, "kernel", {});
+  auto ref_call = ref_side.call;
+  ref_side.call = [&](const call_point& p) {
+    ref_call(p);
+    slow(p);
+  };
+  auto t = time_pair(ref_side, ker_side, opts, &cached);
+  // A quarter of the warm-up (2 of 8) and of the calls (5 of 20), spread over all 4 rounds,
+  // each alternating with the kernel's 5 calls as a full timing does.
+  size_t warm = 0;
+  std::map<int64_t, int> per_round;
+  for (auto& p : ref.call)
+    p.timed ? ++per_round[p.round] : ++warm;
+  CHECK(warm == 2);
+  CHECK(per_round == std::map<int64_t, int>{{0, 2}, {1, 1}, {2, 1}, {3, 1}});
+  CHECK(t.reference.calls == 5);
+  CHECK(t.kernel.calls == 20);
+  REQUIRE(order.size() == 25);
+  CHECK(order[0] == "reference 0");
+  CHECK(order[2] == "kernel 0");
+  CHECK(order[7] == "kernel 1");
+  CHECK(order[12] == "reference 1");
+  // The figure is the one measured now, not the cached one, and the drift says how far apart.
+  CHECK(t.reference_calibrated);
+  CHECK(t.reference.mean_ms >= 2.0);
+  CHECK(t.reference.mean_ms < 25.0);
+  CHECK(t.reference_drift == Approx(t.reference.mean_ms / 50.0 - 1.0));
+  CHECK(t.reference.round_means_ms.size() == 4);
+  CHECK(t.estimate.speedup == Approx(t.reference.mean_ms / t.kernel.mean_ms));
+
+  // A share of 1 times the reference in full; without a cached figure, nothing is calibrated.
+  opts.reference_calibration = 1.0;
   hook_log ref2, ker2;
-  auto c = time_pair_synchronized(logged_side(ref2, order, "reference", {}), logged_side(ker2, order, "kernel", {}),
-                                  opts, 3, &cached);
-  CHECK(ref2.events.empty());
-  CHECK(c.reference.mean_ms == 2.0);
-  CHECK(c.kernel.round_means_ms.size() == 3);
+  auto full = time_pair(logged_side(ref2, order, "reference", {}), logged_side(ker2, order, "kernel", {}), opts, &cached);
+  CHECK(full.reference.calls == 20);
+  CHECK(full.reference_calibrated);
+  hook_log ref3, ker3;
+  auto fresh = time_pair(logged_side(ref3, order, "reference", {}), logged_side(ker3, order, "kernel", {}), opts);
+  CHECK(fresh.reference.calls == 20);
+  CHECK_FALSE(fresh.reference_calibrated);
+  CHECK(fresh.reference_drift == 0.0);
+
+  // Fewer calls than rounds in a full timing: the calibration still makes one a round.
+  opts.cpu_runs = 3;
+  opts.rounds = 5;
+  opts.reference_calibration = 0.1;
+  hook_log ref4, ker4;
+  auto few = time_pair(logged_side(ref4, order, "reference", {}), logged_side(ker4, order, "kernel", {}), opts, &cached);
+  CHECK(few.reference.calls == 3);
+  CHECK(few.reference.round_means_ms.size() == 3);
+  CHECK(few.kernel.round_means_ms.size() == 3);
 }
 
 TEST_CASE("drop_preempted leaves out preempted calls, at most a fifth of a side's, one call a round kept",

@@ -57,7 +57,9 @@ class CorrectnessResult:
 @dataclass
 class PerformanceResult:
     """BackendBench's PerformanceTestResult, with bbcluster's timing fields (the speedup's 95%
-    interval, the timing rounds, the reference cache, the timer)."""
+    interval, the timing rounds, the timer, and whether the reference-time cache had a figure:
+    then the reference was calibrated in this run, and reference_drift is its figure over the
+    cached one, less 1)."""
 
     op_name: str = ""
     args: str = ""
@@ -71,6 +73,7 @@ class PerformanceResult:
     speedup_ci_high: float = 0.0
     timing_rounds: int = 0
     reference_cached: bool = False
+    reference_drift: float = 0.0
     reference_round_means_ms: List[float] = field(default_factory=list)
     unverified_speedup: float = 0.0
     timer: str = ""
