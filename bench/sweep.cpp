@@ -23,7 +23,13 @@
 // the largest phases; then the warm run's wall over the cold one's, and the adaptive timer's
 // wall over the default's with the median absolute deviation of its speedups from run 1's.
 //
-//   bench_sweep [--quick | --checks [--once] | --full [--full-default]] [--backend B] [--data TRACE] [--keep DIR]
+// With --cache, only runs 1 and 2, and how the warm run's calibrations drifted from the cached
+// figures, with aten's speedups against itself had the cached figures counted as they were
+// (the same run's speedups over 1 + drift) beside the calibrated ones. --ops narrows every run
+// to those operators (a CPU machine runs --cache --ops with a subset in minutes).
+//
+//   bench_sweep [--quick | --cache | --checks [--once] | --full [--full-default]] [--backend B] [--data TRACE]
+//               [--ops OPS] [--keep DIR]
 
 #include <algorithm>
 #include <chrono>
@@ -52,6 +58,7 @@ struct run_figures {
   std::string scores;
   std::vector<std::pair<double, std::string>> phases;
   std::map<std::string, double> speedups; // op | args -> speedup
+  std::map<std::string, double> drifts;   // op | args -> reference_drift, where the cache had a figure
   size_t flagged = 0;                      // operators with any flag
   size_t correct = 0;                      // operators correct on every input
   std::map<std::string, std::string> verdict; // op -> "correct", "incorrect" or the outcome
@@ -103,6 +110,8 @@ run_figures run(const std::string& name, const std::string& data, const std::str
         if (op.rfind("aten.", 0) != 0)
           op = "aten." + op;
         f.speedups[op + " | " + row["args"].get<std::string>()] = row["speedup"].get<double>();
+        if (row.value("reference_cached", false))
+          f.drifts[op + " | " + row["args"].get<std::string>()] = row.value("reference_drift", 0.0);
         ++f.inputs;
       }
     std::ifstream journal(logs / "results.jsonl");
@@ -158,6 +167,16 @@ double significant_score(const run_figures& a) {
   return colon == std::string::npos ? -1.0 : std::atof(a.scores.c_str() + colon + 3);
 }
 
+// The median of |x| over `xs`; NAN when empty; with `p` another quantile.
+double quantile_abs(std::vector<double> xs, double p = 0.5) {
+  if (xs.empty())
+    return NAN;
+  for (auto& x : xs)
+    x = std::fabs(x);
+  std::sort(xs.begin(), xs.end());
+  return xs[std::min(xs.size() - 1, static_cast<size_t>(p * static_cast<double>(xs.size())))];
+}
+
 double median_abs_from_one(const run_figures& a) {
   std::vector<double> d;
   for (auto& [key, s] : a.speedups)
@@ -166,6 +185,27 @@ double median_abs_from_one(const run_figures& a) {
     return NAN;
   std::sort(d.begin(), d.end());
   return d[d.size() / 2];
+}
+
+// A warm run's calibration against its cached figures: how far they drifted, and how far from 1
+// aten's speedups against itself would lie had the cached figures counted as they were (the
+// speedup over 1 + drift: the cached figure over the kernel's time now), beside the calibrated
+// ones the run reports.
+void print_calibration(const run_figures& warm) {
+  std::vector<double> drift, as_cached;
+  for (auto& [key, d] : warm.drifts) {
+    drift.push_back(d);
+    auto s = warm.speedups.find(key);
+    if (s != warm.speedups.end() && d > -1.0)
+      as_cached.push_back(s->second / (1.0 + d) - 1.0);
+  }
+  size_t over = static_cast<size_t>(std::count_if(drift.begin(), drift.end(), [](double d) { return std::fabs(d) > 0.05; }));
+  std::printf("warm run: %zu of %zu timed inputs calibrated against the cache; |drift| median %.4f, p90 %.4f, "
+              "over 5%% (replaced in the cache) %zu\n",
+              drift.size(), warm.inputs, quantile_abs(drift), quantile_abs(drift, 0.9), over);
+  std::printf("aten against aten, topn 1 warm, had the cached figures counted as they were: median |speedup - 1| "
+              "%.4f (calibrated: %.4f)\n",
+              quantile_abs(as_cached), median_abs_from_one(warm));
 }
 
 } // namespace
@@ -299,6 +339,8 @@ int main(int argc, char** argv) {
   bool once = false;
   bool full = false;
   bool full_default = false;
+  bool cache_only = false;
+  std::string ops;
   std::string data = BB_TRACES_DIR "/backendbench/backend_bench_problems_included.txt";
   fs::path dir = fs::temp_directory_path() / "bench_sweep";
   for (int i = 1; i < argc; ++i) {
@@ -313,6 +355,10 @@ int main(int argc, char** argv) {
       full = true;
     else if (a == "--full-default")
       full = full_default = true;
+    else if (a == "--cache")
+      cache_only = true;
+    else if (a == "--ops" && i + 1 < argc)
+      ops = argv[++i];
     else if (a == "--backend" && i + 1 < argc)
       backend = argv[++i];
     else if (a == "--data" && i + 1 < argc)
@@ -320,8 +366,8 @@ int main(int argc, char** argv) {
     else if (a == "--keep" && i + 1 < argc)
       dir = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_sweep [--quick | --checks [--once] | --full [--full-default]] [--backend B] "
-                           "[--data TRACE] [--keep DIR]\n");
+      std::fprintf(stderr, "usage: bench_sweep [--quick | --cache | --checks [--once] | --full [--full-default]] "
+                           "[--backend B] [--data TRACE] [--ops OPS] [--keep DIR]\n");
       return 2;
     }
   }
@@ -335,19 +381,30 @@ int main(int argc, char** argv) {
   std::ofstream(dir / "cache.toml") << "[timing]\nreference_cache_dir = \"" << cache.string() << "\"\n";
   std::ofstream(dir / "cache5.toml") << "[timing]\nreference_cache_dir = \"" << (dir / "cache5").string() << "\"\n";
   fs::remove_all(dir / "cache5");
-  auto with_cache = "--config " + (dir / "cache.toml").string();
+  auto only = ops.empty() ? std::string() : " --ops " + ops;
+  auto with_cache = "--config " + (dir / "cache.toml").string() + only;
 
   auto cold = run("topn1_cold", data, "--topn 1 " + with_cache, dir);
   print(cold);
   auto warm = run("topn1_warm", data, "--topn 1 " + with_cache, dir);
   print(warm);
-  auto five = run("topn5_cold", data, "--topn 5 --config " + (dir / "cache5.toml").string(), dir);
+  if (cache_only) {
+    std::printf("\nwarm cache / cold: wall %.2f\n", cold.wall_s > 0 ? warm.wall_s / cold.wall_s : 0.0);
+    std::printf("aten against aten, topn 1 cold: median |speedup - 1| %.4f, perf@p significant %.2f (goal 0.00)\n",
+                median_abs_from_one(cold), significant_score(cold));
+    std::printf("aten against aten, topn 1 warm: median |speedup - 1| %.4f (goal <= 0.02), perf@p significant %.2f "
+                "(goal 0.00)\n",
+                median_abs_from_one(warm), significant_score(warm));
+    print_calibration(warm);
+    return cold.ok && warm.ok ? 0 : 1;
+  }
+  auto five = run("topn5_cold", data, "--topn 5 --config " + (dir / "cache5.toml").string() + only, dir);
   print(five);
-  auto adaptive = run("topn1_adaptive", data, "--topn 1 --timer adaptive --no-reference-cache", dir);
+  auto adaptive = run("topn1_adaptive", data, "--topn 1 --timer adaptive --no-reference-cache" + only, dir);
   print(adaptive);
   run_figures twenty;
   if (!quick) {
-    twenty = run("topn20_adaptive", data, "--topn 20 --timer adaptive --no-reference-cache", dir);
+    twenty = run("topn20_adaptive", data, "--topn 20 --timer adaptive --no-reference-cache" + only, dir);
     print(twenty);
   }
   std::printf("\n");
@@ -364,6 +421,7 @@ int main(int argc, char** argv) {
   std::printf("aten against aten, topn 1 warm: median |speedup - 1| %.4f (goal <= 0.02), perf@p significant %.2f "
               "(goal 0.00)\n",
               median_abs_from_one(warm), significant_score(warm));
+  print_calibration(warm);
   if (!quick && twenty.ok)
     std::printf("adaptive topn 20 / topn 1: wall %.2f for %.1fx the inputs\n",
                 adaptive.wall_s > 0 ? twenty.wall_s / adaptive.wall_s : 0.0,

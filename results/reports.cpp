@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -177,6 +178,37 @@ std::string sandbox_note(const std::vector<eval_result>& results) {
   return out;
 }
 
+// How many timed inputs had a figure in the reference-time cache, and how far their
+// calibrations in this run lay from it: the figures that count are this run's.
+std::string reference_note(const std::vector<eval_result>& results) {
+  auto percent = [](double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.1f%%", 100.0 * x);
+    return std::string(buf);
+  };
+  size_t timed = 0;
+  std::vector<double> drift;
+  for (auto& r : results)
+    for (auto& p : r.performance) {
+      if (!p.successfully_ran)
+        continue;
+      ++timed;
+      if (p.reference_cached)
+        drift.push_back(std::fabs(p.reference_drift));
+    }
+  if (drift.empty())
+    return "";
+  std::sort(drift.begin(), drift.end());
+  auto replaced = static_cast<size_t>(std::count_if(drift.begin(), drift.end(), [](double d) { return d > 0.05; }));
+  return "\n## Reference Times\n\n" + std::to_string(drift.size()) + " of " + std::to_string(timed)
+         + " timed inputs had a reference time in the reference-time cache. Each was timed again in this run as a "
+           "calibration (timing.reference_calibration of a full timing's calls, in every round beside the "
+           "kernel), and that figure is the speedup's, never the cached one. The calibrations lay "
+         + percent(drift[drift.size() / 2]) + " from the cached figures at the median, " + percent(drift.back())
+         + " at most; " + std::to_string(replaced)
+         + " lay more than 5% off and replaced them (`reference_drift` in each record).\n";
+}
+
 // A table cell's text on one line, without the pipes that would end the cell.
 std::string cell_text(std::string text) {
   for (auto& ch : text) {
@@ -289,7 +321,8 @@ std::string overall_summary(const std::string& command, const std::map<std::stri
   });
   for (auto& [op, c, sp] : rows)
     out += "| " + op + " | " + c + " | " + sp + "|\n";
-  out += "\n## Jobs\n\n" + outcome_line(results) + "\n" + sandbox_note(results) + flags_section(results);
+  out += "\n## Jobs\n\n" + outcome_line(results) + "\n" + sandbox_note(results) + reference_note(results)
+         + flags_section(results);
   if (!status.not_evaluated.empty()) {
     out += "\n## Not Evaluated\n\nThe backend does not implement these selected operators; they are "
            "not in the scores.\n\n| Operator | Reason |\n|----------|--------|\n";

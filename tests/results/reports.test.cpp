@@ -149,6 +149,31 @@ TEST_CASE("the summary states the sweep's settings once, after its command", "[r
   CHECK(test::read_file(plain / "OVERALL_SUMMARY.md").find("## Settings") == std::string::npos);
 }
 
+TEST_CASE("the summary says how many reference times were calibrated against the cache", "[results]") {
+  test::temp_dir dir;
+  auto results = sample_results();
+  auto s = score_results(results, 1.0);
+  REQUIRE(write_reports(dir.path, "bbcluster", results, s) == "");
+  CHECK(test::read_file(dir / "OVERALL_SUMMARY.md").find("## Reference Times") == std::string::npos);
+
+  size_t timed = 0;
+  for (auto& r : results)
+    for (auto& p : r.performance)
+      timed += p.successfully_ran ? 1 : 0;
+  REQUIRE(timed >= 1);
+  auto& p = results[0].performance[0];
+  REQUIRE(p.successfully_ran);
+  p.reference_cached = true;
+  p.reference_drift = -0.08;
+  test::temp_dir calibrated;
+  REQUIRE(write_reports(calibrated.path, "bbcluster", results, s) == "");
+  auto md = test::read_file(calibrated / "OVERALL_SUMMARY.md");
+  CHECK(md.find("## Reference Times\n\n1 of " + std::to_string(timed) + " timed inputs had a reference time in the "
+                "reference-time cache") != std::string::npos);
+  CHECK(md.find("The calibrations lay 8.0% from the cached figures at the median, 8.0% at most; 1 lay more than "
+                "5% off") != std::string::npos);
+}
+
 TEST_CASE("the summary lists every flag per operator and each speedup measured again", "[results]") {
   test::temp_dir dir;
   auto results = sample_results();
