@@ -146,6 +146,15 @@ void keep_compiled(evaluator_state& st, const std::string& entry, const std::str
     spdlog::debug("evaluator {}: kept {} compiled files ({} bytes) in {}", tag, kept.files, kept.bytes, entry);
   if (!kept.stopped.empty())
     spdlog::warn("evaluator {}: the JIT cache keeps no more of this kernel: {}", tag, kept.stopped);
+  if (kept.files == 0)
+    return;
+  // The store grew: the kernels used least recently make room (a campaign adds one a version).
+  auto store = std::filesystem::path(entry).parent_path().string();
+  auto trimmed = trim_jit_store(store, st.cfg.jit_cache_max_bytes, entry);
+  if (trimmed.entries > 0)
+    spdlog::info("evaluator {}: the JIT cache dropped {} kernels' entries used least recently ({} MiB) to stay "
+                 "under evaluator.jit_cache_max_mb = {}",
+                 tag, trimmed.entries, trimmed.bytes >> 20, st.cfg.jit_cache_max_bytes >> 20);
 }
 
 } // namespace
@@ -232,6 +241,8 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
       const auto& references = options.reference_cache ? st.references : no_cache;
       attach_cached_references(job, references, st.runner.where(), options);
       auto jit_entry = jit_entry_of(st, job);
+      if (!jit_entry.empty())
+        touch_jit_entry(jit_entry); // used now: the last to be trimmed
       auto call = run_on_runner(st, job, tag, jit_entry);
       auto result = call.ok ? std::move(call.result) : failed_result(job, call.why, call.detail);
       keep_measured_references(result, job, references, options);

@@ -48,6 +48,9 @@ struct evaluator_config {
   /// The JIT cache's store (artefacts/jit_cache.hpp), shared by the node's slots and shown
   /// read-only to their runners; "" keeps nothing between runners.
   std::string jit_cache_dir;
+  /// What the store keeps for one machine (GPU, driver, torch) at most: past it, the entries
+  /// used least recently go (evaluator.jit_cache_max_mb).
+  uint64_t jit_cache_max_bytes = uint64_t{8192} << 20;
 };
 
 caf::error validate(const evaluator_config& cfg);

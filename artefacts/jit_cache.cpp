@@ -1,8 +1,11 @@
 #include "artefacts/jit_cache.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <vector>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -218,7 +221,88 @@ jit_harvest harvest_jit_cache(const std::string& root, const std::string& from, 
            ++files;
        },
        bounds.depth);
+  h.entry_bytes = held;
+  if (h.files > 0) {
+    // Written whole, as the entry's files are: a reader sees the old record or the new.
+    auto record = fs::path(to).string() + ".bytes";
+    auto tmp = record + ".tmp" + std::to_string(::getpid());
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << held << "\n";
+    }
+    fs::rename(tmp, record, ec);
+    if (ec)
+      fs::remove(tmp, ec);
+  }
   return h;
+}
+
+uint64_t jit_entry_bytes(const std::string& entry) {
+  std::ifstream in(entry + ".bytes");
+  uint64_t recorded = 0;
+  if (in >> recorded)
+    return recorded;
+  uint64_t held = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(entry, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (it->is_regular_file(ec))
+      held += it->file_size(ec);
+  return held;
+}
+
+void touch_jit_entry(const std::string& entry) {
+  ::utimensat(AT_FDCWD, entry.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
+}
+
+jit_trim trim_jit_store(const std::string& store, uint64_t max_bytes, const std::string& keep) {
+  struct entry {
+    fs::path path;
+    fs::file_time_type used;
+    uint64_t bytes;
+  };
+  std::vector<entry> entries;
+  jit_trim t;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(store, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::error_code e;
+    auto name = it->path().filename().string();
+    if (!it->is_directory(e) || it->is_symlink(e))
+      continue;
+    if (name.size() > 32 && name.compare(32, 5, ".trim") == 0 && jit_entry_name(name) == name.substr(0, 32)) {
+      fs::remove_all(it->path(), e); // a trim that ended halfway
+      continue;
+    }
+    if (jit_entry_name(name) != name)
+      continue;
+    auto used = fs::last_write_time(it->path(), e);
+    if (e)
+      continue;
+    entries.push_back({it->path(), used, jit_entry_bytes(it->path().string())});
+    t.held += entries.back().bytes;
+  }
+  if (t.held <= max_bytes)
+    return t;
+  std::sort(entries.begin(), entries.end(), [](const entry& a, const entry& b) { return a.used < b.used; });
+  for (auto& e : entries) {
+    if (t.held <= max_bytes)
+      break;
+    if (!keep.empty() && fs::path(keep).lexically_normal() == e.path.lexically_normal())
+      continue;
+    // Away first, under a name no reader looks for: of evaluators trimming at once, one wins.
+    auto away = e.path;
+    away += ".trim" + std::to_string(::getpid());
+    std::error_code r;
+    fs::rename(e.path, away, r);
+    if (r)
+      continue;
+    fs::remove(e.path.string() + ".bytes", r);
+    fs::remove_all(away, r);
+    t.held -= std::min(t.held, e.bytes);
+    t.bytes += e.bytes;
+    ++t.entries;
+  }
+  return t;
 }
 
 std::string seed_jit_folder(const std::string& from, const std::string& to) {
@@ -243,6 +327,11 @@ std::string seed_jit_folder(const std::string& from, const std::string& to) {
          fs::create_directories(fs::path(to) / relative, e);
        },
        jit_bounds{}.depth);
+  if (!why.empty()) {
+    // Part of an entry (one trimmed while it was copied) is none: the JIT libraries compile.
+    fs::remove_all(to, ec);
+    fs::create_directories(to, ec);
+  }
   return why;
 }
 

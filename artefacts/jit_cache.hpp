@@ -45,6 +45,8 @@ struct jit_bounds {
 struct jit_harvest {
   size_t files = 0;
   uint64_t bytes = 0;
+  /// The entry's bytes after the harvest (what it held and what was copied).
+  uint64_t entry_bytes = 0;
   /// Why it stopped before copying everything new ("" when it did not): the entry's bound.
   std::string stopped;
 };
@@ -56,13 +58,36 @@ struct jit_harvest {
 /// kernel put anywhere on the path or below it is never followed. Devices, links and
 /// half-written files of the JIT libraries are passed over. Stops at the bounds (the entry's
 /// bytes, files and depth) and copies nothing while the store's file system is short of free
-/// space. A `from` that does not exist copies nothing.
+/// space. A `from` that does not exist copies nothing. The entry's bytes are recorded beside it
+/// (`<to>.bytes`) when anything was copied.
 jit_harvest harvest_jit_cache(const std::string& root, const std::string& from, const std::string& to,
                               const jit_bounds& bounds = {});
 
+/// The bytes of the store's entry `entry` as its last harvest recorded them (the file
+/// `<entry>.bytes` beside it), counted from its files when there is no record.
+uint64_t jit_entry_bytes(const std::string& entry);
+
+/// Marks the entry `entry` as used now (its folder's time): the last to be trimmed. Nothing
+/// when it does not exist.
+void touch_jit_entry(const std::string& entry);
+
+/// What trim_jit_store removed.
+struct jit_trim {
+  size_t entries = 0;
+  uint64_t bytes = 0;
+  /// The store's bytes after the trim.
+  uint64_t held = 0;
+};
+
+/// Keeps the store `store` (one machine's folder of entries) under `max_bytes`: while its
+/// entries hold more, the one used least recently (its folder's time) is removed, never
+/// `keep`. An entry is renamed away before it is removed, so a runner seeding from it at that
+/// moment copies all of it or finds none; evaluators trimming at once remove each entry once.
+jit_trim trim_jit_store(const std::string& store, uint64_t max_bytes, const std::string& keep = "");
+
 /// Copies the store's entry `from` into the runner's own folder `to` (made empty first):
 /// regular files and folders only; `from` "" or absent leaves `to` empty. Returns "" or why
-/// it could not.
+/// it could not; then `to` is left empty, never half copied.
 std::string seed_jit_folder(const std::string& from, const std::string& to);
 
 } // namespace bb

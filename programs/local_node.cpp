@@ -108,8 +108,10 @@ local_node spawn_local_node(caf::actor_system& sys, const settings& s, const std
     ecfg.options.cpu_threads = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency() / slots));
   ecfg.memory_limit_bytes = cuda ? 0 : runner_memory_limit(s.memory_limit_gb, slots);
   ecfg.sandbox = sandbox;
-  if (s.jit_cache)
+  if (s.jit_cache) {
     ecfg.jit_cache_dir = jit_cache_dir();
+    ecfg.jit_cache_max_bytes = static_cast<uint64_t>(s.jit_cache_max_mb) << 20;
+  }
   node.evaluators = spawn_evaluators(sys, ecfg, slots);
   node.info.name = name;
   node.info.slots = static_cast<uint32_t>(slots);

@@ -237,6 +237,19 @@ TEST_CASE("what a sandboxed Python kernel's JIT libraries compile is kept for th
     CHECK(test::read_file(store + "/" + a_entry + "/triton/seen.txt") == "seen");
     CHECK(!std::filesystem::exists(store + "/" + a_entry + "/triton/planted.cubin"));
     self->send_exit(again, caf::exit_reason::user_shutdown);
+
+    // Past evaluator.jit_cache_max_mb (here a byte), what a new kernel compiled makes the
+    // entries used least recently go; its own stays.
+    auto small = ecfg;
+    small.jit_cache_max_bytes = 1;
+    auto c = python_relu(dir, "open(os.path.join(d, 'c.cubin'), 'w').write('c')\n", "");
+    auto c_entry = jit_entry_name(c.hash);
+    auto trimmer = sys.spawn<caf::detached>(evaluator, small);
+    CHECK(evaluate(self, trimmer, relu_job(4, c)).outcome == outcome::ok);
+    CHECK(test::read_file(store + "/" + c_entry + "/triton/c.cubin") == "c");
+    CHECK(!std::filesystem::exists(store + "/" + a_entry));
+    CHECK(!std::filesystem::exists(store + "/" + b_entry));
+    self->send_exit(trimmer, caf::exit_reason::user_shutdown);
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
   }

@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "artefacts/jit_cache.hpp"
 #include "support.hpp"
@@ -130,4 +133,61 @@ TEST_CASE("seeding a runner's JIT folder empties it, then copies the entry", "[a
   CHECK(bb::seed_jit_folder(dir / "store/none", dir / "jit/n").empty());
   CHECK(fs::is_directory(dir / "jit/n"));
   CHECK(fs::is_empty(dir / "jit/n"));
+}
+
+TEST_CASE("the store stays under its bound: the entries used least recently go, never the one in use",
+          "[artefacts]") {
+  bb::test::temp_dir dir;
+  auto store = dir / "store";
+  bb::jit_bounds roomy;
+  roomy.free_bytes = 0;
+  // Four kernels' entries of 1000 bytes each, harvested as the evaluator does, used in turn.
+  std::vector<std::string> entries;
+  auto now = fs::file_time_type::clock::now();
+  for (char c : {'a', 'b', 'c', 'd'}) {
+    auto name = std::string(32, c);
+    auto from = dir / ("runner/" + name);
+    fs::create_directories(from + "/triton");
+    bb::test::write_file(from + "/triton/kernel.cubin", std::string(1000, c));
+    auto entry = store + "/" + name;
+    REQUIRE(bb::harvest_jit_cache("", from, entry, roomy).entry_bytes == 1000);
+    CHECK(bb::test::read_file(entry + ".bytes") == "1000\n");
+    fs::last_write_time(entry, now - std::chrono::hours(10 - (c - 'a')));
+    entries.push_back(entry);
+  }
+  // Without a record, an entry's bytes are counted from its files.
+  fs::remove(entries[3] + ".bytes");
+  CHECK(bb::jit_entry_bytes(entries[3]) == 1000);
+  // Neither a folder that is not an entry nor another's file counts; a trim that ended halfway
+  // is finished.
+  fs::create_directories(store + "/notes");
+  bb::test::write_file(store + "/notes/big", std::string(5000, 'x'));
+  fs::create_directories(store + "/" + std::string(32, 'e') + ".trim77");
+
+  // Under the bound: nothing goes.
+  auto none = bb::trim_jit_store(store, 4000);
+  CHECK(none.entries == 0);
+  CHECK(none.held == 4000);
+  CHECK(!fs::exists(store + "/" + std::string(32, 'e') + ".trim77"));
+
+  // Over it: the oldest go first, but not the entry in use (a, the oldest of all).
+  auto t = bb::trim_jit_store(store, 2500, entries[0]);
+  CHECK(t.entries == 2);
+  CHECK(t.bytes == 2000);
+  CHECK(t.held == 2000);
+  CHECK(fs::exists(entries[0]));
+  CHECK(!fs::exists(entries[1]));
+  CHECK(!fs::exists(entries[1] + ".bytes"));
+  CHECK(!fs::exists(entries[2]));
+  CHECK(fs::exists(entries[3]));
+  CHECK(fs::exists(store + "/notes/big"));
+
+  // Using an entry makes it the newest: d, touched, outlives a, now the oldest.
+  fs::last_write_time(entries[3], now - std::chrono::hours(20));
+  bb::touch_jit_entry(entries[3]);
+  CHECK(fs::last_write_time(entries[3]) > now - std::chrono::minutes(1));
+  auto again = bb::trim_jit_store(store, 1000);
+  CHECK(again.entries == 1);
+  CHECK(!fs::exists(entries[0]));
+  CHECK(fs::exists(entries[3]));
 }
