@@ -190,6 +190,7 @@ void dispatch(coordinator_pointer self) {
     st.idle.pop_back();
     auto job = *st.table.next(st.evaluators_alive);
     job.settings = st.cfg.job_settings;
+    job.stream_tag = st.cfg.stream_tag;
     st.busy[worker.address()] = job;
     ++st.dispatched;
     ++st.messages;

@@ -38,6 +38,9 @@ struct coordinator_config {
   /// The sweep's settings (pack_settings), stamped on every job so that evaluators on nodes
   /// time and check as local ones do; empty: each evaluator's own.
   std::string job_settings;
+  /// Stamped on every job as its stream_tag: "" streams nothing (a served request's key
+  /// streams each input's records to the server as it ends).
+  std::string stream_tag;
 };
 
 caf::error validate(const coordinator_config& cfg);

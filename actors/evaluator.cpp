@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "artefacts/jit_cache.hpp"
+#include "messages/input_stream.hpp"
 #include "cluster/config.hpp"
 #include "results/results.hpp"
 #include "messages/errors.hpp"
@@ -166,10 +167,20 @@ namespace {
 runner_supervisor::call_outcome run_on_runner(evaluator_state& st, eval_job& job, const std::string& tag,
                                               const std::string& jit_entry) {
   auto scratch = scratch_for(st.cfg, job);
+  // A served request's inputs stream to its server as they end (messages/input_stream.hpp).
+  std::function<void(const runner_reply&)> on_input;
+  if (!job.stream_tag.empty())
+    on_input = [&job](const runner_reply& reply) {
+      auto records = reply.result;
+      for (auto& p : records.performance)
+        p.reference_round_means_ms.clear(); // the cache's, not the reports'
+      auto first = records.correctness.empty() ? job.shard.performance_begin : job.shard.correctness_begin;
+      publish_input(job.stream_tag, records, first + reply.input_index);
+    };
   runner_supervisor::call_outcome call;
   for (size_t tries = 0;; ++tries) {
     call = st.runner.evaluate(job, static_cast<int>(st.cfg.call_timeout_s * 1000),
-                              static_cast<int>(st.cfg.job_timeout_s * 1000), scratch, jit_entry);
+                              static_cast<int>(st.cfg.job_timeout_s * 1000), scratch, jit_entry, on_input);
     if (call.ok || call.why != outcome::reference_error
         || tries > job.correctness_inputs.size() + job.performance_inputs.size())
       break;

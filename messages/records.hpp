@@ -132,7 +132,7 @@ struct shard_span {
 
 // eval_job's fields, once: msgpack, CAF's inspect and JSON are made from them.
 #define BB_FIELDS_EVAL_JOB job_id, attempt, op_name, kernel, correctness_inputs, \
-  performance_inputs, reference_failures, cached_references, shard, settings
+  performance_inputs, reference_failures, cached_references, shard, settings, stream_tag
 /// One operator's evaluation, or one shard of it: its inputs as argument strings, and the
 /// kernel to run on them. Input indices within a job (reference_failures, cached_references,
 /// progress frames) count from the job's first input.
@@ -152,6 +152,9 @@ struct eval_job {
   /// The sweep's settings (runner_protocol.hpp: pack_settings, job_options), stamped by the
   /// coordinator on every job; empty: the evaluator's own.
   std::string settings;
+  /// Non-empty: each input's records are streamed as the input ends (messages/input_stream.hpp),
+  /// tagged with this (a served request's key); empty: only the job's result.
+  std::string stream_tag;
   MSGPACK_DEFINE_MAP(BB_FIELDS_EVAL_JOB);
 };
 

@@ -107,7 +107,11 @@ BB_NAMED_ENUM(runner_reply_kind,
   /// One per resolve.
   schemas,
   /// One per check, `text` empty when the device works, else why not.
-  checked);
+  checked,
+  /// For a job with a stream_tag, as each input ends: its records in `result` (one
+  /// correctness record, one performance record, or both for an input checked and then
+  /// timed), `input` and `input_index` saying which.
+  input);
 
 /// Runner -> evaluator.
 struct runner_reply {

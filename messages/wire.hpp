@@ -48,7 +48,10 @@ BB_NAMED_ENUM(node_message,
   /// node -> coordinator: a job's terminal `result`.
   result,
   /// node -> coordinator: not served, `text` says why.
-  refuse);
+  refuse,
+  /// node -> coordinator: one input's records as it ended, for a job with a stream_tag: the
+  /// tag in `text`, the records in `result`, the input's index in `input_index`.
+  input);
 
 /// One message either way.
 struct wire_message {
@@ -67,7 +70,9 @@ struct wire_message {
   /// "hello": the coordinator's sweep settings (messages/settings.def, scope sweep: key ->
   /// TOML value); "welcome": what the node applied, which must be the same.
   std::map<std::string, std::string> settings;
-  MSGPACK_DEFINE_MAP(protocol, kind, text, node, slot, job, result, session, settings);
+  /// For "input": the input's index among its operator's.
+  uint32_t input_index = 0;
+  MSGPACK_DEFINE_MAP(protocol, kind, text, node, slot, job, result, session, settings, input_index);
 };
 
 } // namespace bb

@@ -179,7 +179,8 @@ std::string seconds_text(int ms) {
 
 runner_supervisor::call_outcome runner_supervisor::evaluate(const eval_job& job, int call_timeout_ms,
                                                       int job_timeout_ms, const std::string& work_dir,
-                                                      const std::string& jit_entry) {
+                                                      const std::string& jit_entry,
+                                                      const std::function<void(const runner_reply&)>& on_input) {
   call_outcome out;
   if (!running()) {
     out.why = outcome::infra_error;
@@ -251,6 +252,12 @@ runner_supervisor::call_outcome runner_supervisor::evaluate(const eval_job& job,
         step = reply.text;
         last_step = std::move(reply);
         step_timeout_ms = last_step.setup ? std::max(call_timeout_ms, setup_timeout_ms_) : call_timeout_ms;
+        continue;
+      }
+      if (reply.kind == runner_reply_kind::input) {
+        // An input that ended: its records, streamed on; the step timing goes on as it was.
+        if (on_input && reply.result.job_id == job.job_id)
+          on_input(reply);
         continue;
       }
       out.ok = true;

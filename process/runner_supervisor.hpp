@@ -4,6 +4,7 @@
 // channel, stdout and stderr to a log file, core dumps off, and unless its sandbox is off, in
 // a sandbox (process/sandbox.hpp). Blocking: use it from a detached actor or a thread.
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,9 +72,11 @@ public:
   /// a timeout the runner's whole process group is killed and reaped; start() again before
   /// the next call. A reference call past the call timeout is outcome reference_error (with
   /// the input in failed_input), not the kernel's timed_out. `work_dir` is the job's scratch
-  /// folder.
+  /// folder. For a job with a stream_tag, `on_input` gets each input's records as the runner
+  /// sends them (runner_reply_kind::input), before the result.
   call_outcome evaluate(const eval_job& job, int call_timeout_ms, int job_timeout_ms,
-                        const std::string& work_dir = "", const std::string& jit_entry = "");
+                        const std::string& work_dir = "", const std::string& jit_entry = "",
+                        const std::function<void(const runner_reply&)>& on_input = {});
 
   /// Asks the runner to allocate, compute and synchronize on its device: "" when it works,
   /// else why not (the runner is then stopped).

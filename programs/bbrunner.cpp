@@ -55,6 +55,21 @@ bb::runner_reply evaluate(int fd, const bb::runner_request& req, const bb::runne
   reply.kind = bb::runner_reply_kind::result;
   reply.result = bb::runner::evaluate_job(req.job, opts, [&](const bb::runner::step& s) {
     bb::runner_reply note;
+    if (s.correctness || s.performance) {
+      // An input that ended: its records, for the evaluator to stream.
+      note.kind = bb::runner_reply_kind::input;
+      note.result.job_id = req.job.job_id;
+      note.result.attempt = req.job.attempt;
+      note.result.op_name = req.job.op_name;
+      if (s.correctness)
+        note.result.correctness.push_back(*s.correctness);
+      if (s.performance)
+        note.result.performance.push_back(*s.performance);
+      note.input = s.input;
+      note.input_index = s.input_index;
+      bb::send_reply(fd, note);
+      return;
+    }
     note.kind = bb::runner_reply_kind::progress;
     note.text = s.text;
     note.setup = s.setup;

@@ -35,6 +35,7 @@
 #include "results/scoring.hpp"
 #include "suite/ops.hpp"
 #include "suite/plan.hpp"
+#include "messages/input_stream.hpp"
 #include "transport/zmq_wake.hpp"
 
 #include <sstream>
@@ -226,6 +227,10 @@ struct outgoing {
   eval_result result;
   sweep_report report;
   std::string error;
+  /// One input's records as it ended (`result` holds them; `index` is the input's), not an
+  /// operator's result.
+  bool input = false;
+  uint32_t index = 0;
 };
 
 // The actors' side of the socket's thread: a queue and a wake-up.
@@ -323,6 +328,16 @@ public:
     box_.ctx = &ctx_;
     box_.endpoint = "inproc://bb-serve-wake";
     wakeups_.bind(box_.endpoint);
+    // Each input of a request's jobs, as it ends, from local slots and nodes alike (the
+    // jobs' stream_tag is the request's key).
+    set_input_sink([box = &box_](const std::string& tag, const eval_result& records, uint32_t index) {
+      outgoing o;
+      o.key = tag;
+      o.input = true;
+      o.index = index;
+      o.result = records;
+      box->push(std::move(o));
+    });
     router_.set(zmq::sockopt::linger, 0);
     router_.set(zmq::sockopt::maxmsgsize, int64_t{64} << 20);
     router_.set(zmq::sockopt::router_mandatory, 0);
@@ -409,6 +424,7 @@ public:
   }
 
   void stop() {
+    set_input_sink({});
     for (auto& [key, r] : requests_)
       caf::anon_send(r.coordinator, atom::halt_v);
     for (auto& [key, r] : requests_)
@@ -621,6 +637,7 @@ private:
     ccfg.work = req.work;
     ccfg.max_attempts = static_cast<uint32_t>(req.s.max_attempts);
     ccfg.job_settings = pack_settings(runner_options_of(req.s));
+    ccfg.stream_tag = key; // each input's records stream to this request's client
     // A job may wait in the pool behind other clients' work for as long as they take: the
     // pool bounds each evaluation on its slot (evaluate_timeout_s), the request's coordinator
     // only a job that never comes back at all.
@@ -896,6 +913,23 @@ private:
     if (it == requests_.end())
       return;
     auto& r = it->second;
+    if (o.input) {
+      // One input's records as it ended: progress, which the operator's result supersedes.
+      if (r.cancelled)
+        return;
+      json records = clean(o.result);
+      json message{{"kind", "input"},
+                   {"id", r.id},
+                   {"op_name", o.result.op_name},
+                   {"attempt", o.result.attempt},
+                   {"input", o.index}};
+      if (!o.result.correctness.empty())
+        message["correctness"] = records["correctness"][0];
+      if (!o.result.performance.empty())
+        message["performance"] = records["performance"][0];
+      send(r.routing, message);
+      return;
+    }
     if (!o.done) {
       // Once the client was told "cancelled", nothing more of the request reaches it: a job the
       // slot pool dropped comes back as a failed result, which is the cancel's, not the kernel's.

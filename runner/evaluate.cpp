@@ -278,6 +278,18 @@ built_call tensors_of(const prepared_input& in) {
   return c;
 }
 
+// An input that ended, for a job with a stream_tag: its records, to the evaluator.
+void stream_input(op_context& ctx, size_t index, const correctness_record* c, const performance_record* p) {
+  if (ctx.job.stream_tag.empty())
+    return;
+  step s;
+  s.input = p ? input_kind::performance : input_kind::correctness;
+  s.input_index = static_cast<uint32_t>(index);
+  s.correctness = c;
+  s.performance = p;
+  ctx.progress(s);
+}
+
 void tell(op_context& ctx, std::string text, code_side side, input_kind kind, size_t index, bool own = false) {
   step s;
   s.text = std::move(text);
@@ -1134,16 +1146,19 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
       r.performance.push_back(time_input(ctx, job.performance_inputs[i], i, m));
       mark_timed_failure(r, r.performance.back());
       used(job.performance_inputs[i]);
+      stream_input(ctx, i, &r.correctness.back(), &r.performance.back());
     }
   } else {
     for (size_t i = 0; i < n && !ctx.tampered && !lost_context_in_last(r); ++i) {
       r.correctness.push_back(check_input(ctx, job.correctness_inputs[i], i, n));
       used(job.correctness_inputs[i]);
+      stream_input(ctx, i, &r.correctness.back(), nullptr);
     }
     for (size_t i = 0; i < m && !ctx.tampered && !lost_context_in_last(r); ++i) {
       r.performance.push_back(time_input(ctx, job.performance_inputs[i], i, m));
       mark_timed_failure(r, r.performance.back());
       used(job.performance_inputs[i]);
+      stream_input(ctx, i, nullptr, &r.performance.back());
     }
   }
   // The timer and the comparison are C++ and out of reach, but a kernel that tampered with

@@ -23,9 +23,16 @@ struct step {
   /// The input's list and index, when the step is about an input.
   input_kind input = input_kind::none;
   uint32_t input_index = 0;
+  /// Not a step but an input that ended, for a job with a stream_tag: its records (one or
+  /// both; the performance record's input is `input_index` of the performance inputs). Its
+  /// correctness record is final unless a later input's timed calls mark it (they are the
+  /// same input only in a job whose two lists differ) or the job fails as a whole.
+  const correctness_record* correctness = nullptr;
+  const performance_record* performance = nullptr;
 };
 
-/// Called before each step that runs kernel or reference code.
+/// Called before each step that runs kernel or reference code, and (with a stream_tag) after
+/// each input that ended.
 using progress_fn = std::function<void(const step&)>;
 
 /// Applies what `opts` sets for the whole process (a CPU runner's threads), and makes the heap

@@ -15,6 +15,7 @@
 #include <zmq.hpp>
 
 #include "actors/compile_step.hpp"
+#include "messages/input_stream.hpp"
 #include "transport/zmq_wake.hpp"
 #include "results/results.hpp"
 #include "messages/errors.hpp"
@@ -32,6 +33,10 @@ struct finished_queue {
     std::string coordinator;
     uint32_t slot;
     eval_result result;
+    /// Not a job's result but one input's records, streamed (its tag and index).
+    bool input = false;
+    std::string tag;
+    uint32_t index = 0;
   };
   std::mutex m;
   std::deque<item> items;
@@ -42,6 +47,16 @@ struct finished_queue {
     if (!ctx)
       return;
     items.push_back({std::move(coordinator), slot, std::move(r)});
+    wake(*ctx, wake_endpoint);
+  }
+
+  // One input's records, for the coordinator of the session (the one that sent its job).
+  void push_input(std::string tag, eval_result r, uint32_t index) {
+    std::lock_guard<std::mutex> guard(m);
+    if (!ctx)
+      return;
+    item i{"", 0, std::move(r), true, std::move(tag), index};
+    items.push_back(std::move(i));
     wake(*ctx, wake_endpoint);
   }
 
@@ -118,6 +133,10 @@ public:
       cfg_.on_bound(bound);
     wakeups_.bind(wake_endpoint);
     done_->ctx = &ctx_;
+    // This process's evaluators stream a served request's inputs here, on to its coordinator.
+    set_input_sink([done = done_](const std::string& tag, const eval_result& records, uint32_t index) {
+      done->push_input(tag, records, index);
+    });
     last_heard_ = clock::now();
     spdlog::info("node_server: {} serving {} slots on {}", cfg_.info.name, slots_.size(), bound);
     return "";
@@ -145,6 +164,7 @@ public:
 
   // Results finished after this point are dropped: nobody sends them any more.
   void close() {
+    set_input_sink({});
     done_->close();
   }
 
@@ -154,6 +174,17 @@ private:
   // The results the evaluators finished, to the coordinator that sent their jobs.
   void send_finished() {
     for (auto& f : done_->take()) {
+      if (f.input) {
+        if (!coordinator_.empty())
+          send(router_, coordinator_, [&] {
+            auto m = reply(node_message::input);
+            m.text = std::move(f.tag);
+            m.input_index = f.index;
+            m.result = std::move(f.result);
+            return m;
+          }());
+        continue;
+      }
       if (in_flight_ > 0)
         --in_flight_;
       if (f.coordinator == coordinator_)

@@ -16,6 +16,7 @@
 #include "transport/zmq_wake.hpp"
 #include "cluster/config.hpp"
 #include "messages/errors.hpp"
+#include "messages/input_stream.hpp"
 
 namespace bb {
 
@@ -311,6 +312,9 @@ private:
           return false;
       } else if (msg.kind == node_message::result) {
         route_result(msg);
+      } else if (msg.kind == node_message::input) {
+        // One input's records of a served request's job: to this process's sink (the server).
+        publish_input(msg.text, msg.result, msg.input_index);
       }
     }
   }

@@ -387,3 +387,58 @@ TEST_CASE("the speedup interval: wide for noisy rounds, absent for one round", "
   CHECK(none.ci_low == 0.0);
   CHECK(none.ci_high == 0.0);
 }
+
+TEST_CASE("a job with a stream tag tells each input's records as the input ends", "[runner]") {
+  auto job = aten_job("aten.relu.default", {"((T([8], f32),), {})", "((T([16], f32),), {})"});
+  auto opts = quick_options();
+  struct told {
+    bool correctness = false;
+    bool performance = false;
+    correctness_record c;
+    performance_record p;
+    uint32_t index = 0;
+  };
+  std::vector<told> inputs;
+  auto collect = [&](const step& s) {
+    if (!s.correctness && !s.performance)
+      return;
+    told t;
+    t.index = s.input_index;
+    if (s.correctness) {
+      t.correctness = true;
+      t.c = *s.correctness;
+    }
+    if (s.performance) {
+      t.performance = true;
+      t.p = *s.performance;
+    }
+    inputs.push_back(t);
+  };
+  // Without a tag, nothing is told but the steps.
+  evaluate_job(job, opts, collect);
+  CHECK(inputs.empty());
+
+  // With one: the same inputs checked and timed, so one message per input with both records,
+  // in order, each what the result holds.
+  job.stream_tag = "client\nrequest";
+  auto r = evaluate_job(job, opts, collect);
+  REQUIRE(inputs.size() == 2);
+  for (uint32_t i = 0; i < 2; ++i) {
+    CHECK(inputs[i].index == i);
+    CHECK(inputs[i].correctness);
+    CHECK(inputs[i].performance);
+    CHECK(inputs[i].c.args == r.correctness[i].args);
+    CHECK(inputs[i].c.is_correct == r.correctness[i].is_correct);
+    CHECK(inputs[i].p.args == r.performance[i].args);
+    CHECK(inputs[i].p.successfully_ran);
+  }
+
+  // Lists that differ: each correctness input, then each performance input, alone.
+  inputs.clear();
+  job.performance_inputs = {"((T([32], f32),), {})"};
+  evaluate_job(job, opts, collect);
+  REQUIRE(inputs.size() == 3);
+  CHECK((inputs[0].correctness && !inputs[0].performance && inputs[0].index == 0));
+  CHECK((inputs[1].correctness && !inputs[1].performance && inputs[1].index == 1));
+  CHECK((!inputs[2].correctness && inputs[2].performance && inputs[2].index == 0));
+}

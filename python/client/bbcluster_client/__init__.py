@@ -14,12 +14,12 @@ from .errors import BBClusterError, RequestCancelled, ServerError, Timeout
 from .kernels import Kernel, kernel_of, read_kernel_file, scan_kernel_dir
 from .keys import KeyPair, read_key_file
 from .pending import RequestFuture
-from .records import CorrectnessResult, PerformanceResult, Result, SweepResult
+from .records import CorrectnessResult, InputResult, PerformanceResult, Result, SweepResult
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BBClusterError", "Client", "CorrectnessResult", "DEFAULT_ADDRESS", "DEFAULT_TIMEOUT_S",
+    "BBClusterError", "Client", "CorrectnessResult", "DEFAULT_ADDRESS", "DEFAULT_TIMEOUT_S", "InputResult",
     "Kernel", "KernelSpec", "KeyPair", "PerformanceResult", "RequestCancelled", "RequestFuture",
     "Result", "ServerError", "SweepResult", "Timeout", "default_client_name", "kernel_of",
     "read_kernel_file", "read_key_file", "scan_kernel_dir",

@@ -8,13 +8,14 @@ import getpass
 import os
 import socket
 import uuid
-from typing import (Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union)
+from typing import (Any, Callable, Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple,
+                    Union)
 
 from .connection import Connection
 from .errors import BBClusterError, Timeout
 from .kernels import Kernel, Source, kernel_of, scan_kernel_dir
 from .pending import PendingRequests, RequestFuture
-from .records import Result, SweepResult
+from .records import InputResult, Result, SweepResult
 
 DEFAULT_ADDRESS = "tcp://127.0.0.1:5590"
 DEFAULT_TIMEOUT_S = 30.0
@@ -79,22 +80,26 @@ class Client:
     def submit(self, op: str, source: Union[Source, Kernel, None] = None,
                kind: Optional[str] = None, *, suite: str = "torchbench",
                data: Optional[Source] = None, topn: Optional[int] = None,
-               settings: Optional[Mapping[str, Any]] = None) -> RequestFuture:
+               settings: Optional[Mapping[str, Any]] = None,
+               on_input: Optional[Callable[[InputResult], None]] = None) -> RequestFuture:
         """Sends one operator's kernel; the future resolves to its Result. `op` is what --ops
         takes (relu, relu.default, aten.relu.default) and must select exactly one operator.
         `source` is the kernel's text, or a file (kind from its extension: .py, .cu, .cpp),
-        or None for the operator itself (kind aten); `kind` overrides (kernels.kernel_of)."""
-        return self._send({op: kernel_of(source, kind)}, op, [], suite, data, topn, settings)
+        or None for the operator itself (kind aten); `kind` overrides (kernels.kernel_of).
+        `on_input` is called with each input's records as the input ends (InputResult, on the
+        client's I/O thread); the future's `inputs` holds them too."""
+        return self._send({op: kernel_of(source, kind)}, op, [], suite, data, topn, settings, on_input)
 
     def evaluate(self, op: str, source: Union[Source, Kernel, None] = None,
                  kind: Optional[str] = None, *, suite: str = "torchbench",
                  data: Optional[Source] = None, topn: Optional[int] = None,
                  settings: Optional[Mapping[str, Any]] = None,
-                 timeout: Optional[float] = None) -> Result:
+                 timeout: Optional[float] = None,
+                 on_input: Optional[Callable[[InputResult], None]] = None) -> Result:
         """submit() and wait. Raises ServerError, RequestCancelled, or Timeout after `timeout`
         seconds (the request is then cancelled on the server)."""
         future = self.submit(op, source, kind, suite=suite, data=data, topn=topn,
-                             settings=settings)
+                             settings=settings, on_input=on_input)
         return self._wait(future, timeout)
 
     def evaluate_many(self, items: Iterable[Union[Mapping[str, Any], Sequence[Any]]], *,
@@ -143,7 +148,8 @@ class Client:
     def submit_sweep(self, kernels: Union[Mapping[str, KernelSpec], Source], *,
                      suite: str = "torchbench", data: Optional[Source] = None,
                      topn: Optional[int] = None,
-                     settings: Optional[Mapping[str, Any]] = None) -> RequestFuture:
+                     settings: Optional[Mapping[str, Any]] = None,
+                     on_input: Optional[Callable[[InputResult], None]] = None) -> RequestFuture:
         """Sends many operators' kernels in one request; the future resolves to a SweepResult.
         `kernels` maps operator names to KernelSpecs, or is a folder in BackendBench's layout
         (<dir>/<op folder>/<op folder>_implementation_v1.py, ...; kernels.scan_kernel_dir):
@@ -157,15 +163,16 @@ class Client:
                                  + "".join(f"\n  {p}" for p in problems))
         if not chosen:
             raise ValueError("no kernels to sweep")
-        return self._send(chosen, None, problems, suite, data, topn, settings)
+        return self._send(chosen, None, problems, suite, data, topn, settings, on_input)
 
     def sweep(self, kernels: Union[Mapping[str, KernelSpec], Source], *,
               suite: str = "torchbench", data: Optional[Source] = None,
               topn: Optional[int] = None, settings: Optional[Mapping[str, Any]] = None,
-              timeout: Optional[float] = None) -> SweepResult:
+              timeout: Optional[float] = None,
+              on_input: Optional[Callable[[InputResult], None]] = None) -> SweepResult:
         """submit_sweep() and wait. A cancelled sweep returns what finished (cancelled=True)."""
         future = self.submit_sweep(kernels, suite=suite, data=data, topn=topn,
-                                   settings=settings)
+                                   settings=settings, on_input=on_input)
         return self._wait(future, timeout)
 
     async def aevaluate(self, op: str, source: Union[Source, Kernel, None] = None,
@@ -237,7 +244,7 @@ class Client:
         return future
 
     def _send(self, kernels: Dict[str, Kernel], op: Optional[str], problems, suite, data, topn,
-              settings) -> RequestFuture:
+              settings, on_input=None) -> RequestFuture:
         request_id = uuid.uuid4().hex
         message: Dict[str, Any] = {
             "kind": "evaluate", "id": request_id, "suite": suite,
@@ -249,6 +256,8 @@ class Client:
         if settings:
             message["settings"] = {k: _setting_text(v) for k, v in settings.items()}
         future = RequestFuture(request_id, op)
+        if on_input is not None:
+            future.add_input_callback(on_input)
         # Registered before it is sent: the I/O thread may hear its answer before send returns.
         self._pending.add(future, single=op is not None, problems=problems)
         try:

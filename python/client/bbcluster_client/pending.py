@@ -10,7 +10,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional
 
 from .errors import BBClusterError, RequestCancelled, ServerError
-from .records import Result, SweepResult
+from .records import InputResult, Result, SweepResult
 
 log = logging.getLogger("bbcluster_client")
 
@@ -24,9 +24,35 @@ class RequestFuture(concurrent.futures.Future):
         super().__init__()
         self.request_id = request_id
         self.op = op
+        self._inputs_lock = threading.Lock()
+        self._inputs: List[InputResult] = []
+        self._input_callbacks: List[Callable[[InputResult], None]] = []
         # Running from the start: the request is already with the server, so Future.cancel()
         # cannot take it back (it returns False); Client.cancel can.
         self.set_running_or_notify_cancel()
+
+    @property
+    def inputs(self) -> List[InputResult]:
+        """The inputs streamed so far, in the order they ended (InputResult: progress, which
+        the result supersedes)."""
+        with self._inputs_lock:
+            return list(self._inputs)
+
+    def add_input_callback(self, fn: Callable[[InputResult], None]) -> None:
+        """Calls `fn` with each input streamed from now on, on the client's I/O thread (keep it
+        short). Client.submit(on_input=...) registers one before the request is sent."""
+        with self._inputs_lock:
+            self._input_callbacks.append(fn)
+
+    def _add_input(self, record: InputResult) -> None:
+        with self._inputs_lock:
+            self._inputs.append(record)
+            callbacks = list(self._input_callbacks)
+        for fn in callbacks:
+            try:
+                fn(record)
+            except Exception:  # a caller's callback must not end the I/O thread
+                log.exception("bbcluster_client: an on_input callback raised")
 
 
 class _Request:
@@ -143,13 +169,17 @@ class PendingRequests:
         if kind == "error" and request_id is None:
             log.warning("bbcluster serve: %s", message.get("why", "an error without a reason"))
             return []
-        if kind not in ("accepted", "result", "done", "error"):
+        if kind not in ("accepted", "input", "result", "done", "error"):
             # pong and cancelled change nothing here (cancelled's done follows).
             return []
         request = self._requests.get(request_id)
         if request is None:
             # The answer to a request this client already gave up (cancelled, timed out).
             return []
+        if kind == "input":
+            record = InputResult.from_message(message)
+            future = request.future
+            return [lambda: future._add_input(record)]
         if kind == "accepted":
             request.ops = list(message.get("ops", []))
             request.folder = message.get("folder", "")

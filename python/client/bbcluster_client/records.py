@@ -91,6 +91,31 @@ class PerformanceResult:
 
 
 @dataclass
+class InputResult:
+    """One input's records as the server streamed them when the input ended (the `input`
+    message): progress, not the verdict. The operator's Result supersedes it: timed calls
+    found wrong later mark the same input's correctness record incorrect, a job that fails as
+    a whole fails every input, and a retried attempt streams its inputs again (`attempt`).
+    `input` is the input's index among its operator's; `correctness` and `performance` are
+    its records (either may be None)."""
+
+    op_name: str
+    input: int
+    attempt: int
+    correctness: Optional[CorrectnessResult]
+    performance: Optional[PerformanceResult]
+
+    @classmethod
+    def from_message(cls, message: Mapping[str, Any]) -> "InputResult":
+        c = message.get("correctness")
+        p = message.get("performance")
+        return cls(op_name=message.get("op_name", ""), input=int(message.get("input", 0)),
+                   attempt=int(message.get("attempt", 0)),
+                   correctness=CorrectnessResult.from_record(c) if c else None,
+                   performance=PerformanceResult.from_record(p) if p else None)
+
+
+@dataclass
 class Result:
     """One operator's terminal record. `outcome` is "ok" when every input was evaluated (each
     input then carries its own verdict), otherwise why the job failed as a whole (exception,

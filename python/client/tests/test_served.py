@@ -135,6 +135,45 @@ class ServedTest(unittest.TestCase):
             self.assertIn("correctness score (mean pass rate over all operators): 1.00", sweep.scores_text)
             self.assertTrue(os.path.exists(os.path.join(sweep.folder, "full_results.json")))
 
+    def test_each_input_streams_back_as_it_ends(self):
+        server = self.start("--devices", "1")
+        trace = os.path.join(server.dir, "relu.txt")
+        with open(trace, "w") as f:
+            f.write("Operator: aten.relu.default\n"
+                    "cnt: 1, ((T([64], f32),), {})\ncnt: 1, ((T([128], f32),), {})\ncnt: 1, ((T([256], f32),), {})\n")
+        with Client(server.address, name="streamed") as c:
+            seen = []
+            lock = threading.Lock()
+
+            def on_input(record):
+                with lock:
+                    seen.append((time.time(), record))
+
+            future = c.submit("relu", HONEST, data=trace, settings=QUICK, on_input=on_input)
+            result = future.result(120)
+            finished = time.time()
+            self.assertTrue(result.correct, result.raw)
+            self.assertEqual(len(result.correctness), 3)
+            # One message per input, each with its checked and its timed record, all before
+            # the operator's result; the callback saw what the future keeps.
+            with lock:
+                records = [r for _, r in seen]
+                self.assertTrue(all(t <= finished for t, _ in seen))
+            self.assertEqual(sorted(r.input for r in records), [0, 1, 2])
+            self.assertEqual(records, future.inputs)
+            for r in records:
+                self.assertEqual(r.op_name, "aten.relu.default")
+                self.assertEqual(r.attempt, 1)
+                self.assertTrue(r.correctness.is_correct)
+                self.assertTrue(r.performance.successfully_ran)
+                self.assertEqual(r.correctness.args, result.correctness[r.input].args)
+                self.assertEqual(r.performance.args, result.performance[r.input].args)
+            # A wrong kernel's inputs stream as wrong.
+            wrong = c.submit("relu", WRONG, data=trace, settings=QUICK)
+            self.assertFalse(wrong.result(120).correct)
+            self.assertEqual(len(wrong.inputs), 3)
+            self.assertFalse(any(r.correctness.is_correct for r in wrong.inputs))
+
     def test_submit_from_the_shell(self):
         server = self.start("--devices", "1")
         folder = os.path.join(server.dir, "kernels", "relu")
@@ -294,7 +333,9 @@ class ServedTest(unittest.TestCase):
         with Client(server.address, name="remote") as c:
             self.assertEqual(c.welcome["slots"], 2)
             self.assertEqual(sorted(n["name"] for n in c.status()["nodes"]), ["node-a", "node-b"])
-            futures = [c.submit("relu", SLOW, suite="smoke", settings=QUICK) for _ in range(6)]
+            streamed = []
+            futures = [c.submit("relu", SLOW, suite="smoke", settings=QUICK, on_input=streamed.append)
+                       for _ in range(6)]
             time.sleep(1.0)
             with open(os.path.join(server.run_dir, "nodes", "node-a.pid")) as f:
                 node_a = int(f.read().split()[1])
@@ -304,7 +345,12 @@ class ServedTest(unittest.TestCase):
                 r = f.result(180)
                 self.assertTrue(r.correct, r.raw)
                 nodes.add(r.where.get("node"))
+                # Inputs stream from the nodes as from local slots (a retried job's again).
+                self.assertTrue(any(i.correctness for i in f.inputs))
+                self.assertTrue(any(i.performance for i in f.inputs))
+                self.assertTrue(all(i.correctness.is_correct for i in f.inputs if i.correctness))
             self.assertIn("node-b", nodes)
+            self.assertGreaterEqual(len(streamed), 6)
         self.assertIn("node node-a: lost", server.log())
 
     def assert_drained(self, watcher, name, within=10):
