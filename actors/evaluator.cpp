@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -168,14 +169,18 @@ runner_supervisor::call_outcome run_on_runner(evaluator_state& st, eval_job& job
                                               const std::string& jit_entry) {
   auto scratch = scratch_for(st.cfg, job);
   // A served request's inputs stream to its server as they end (messages/input_stream.hpp).
+  // A job run again without an input whose reference hung streams each input once.
   std::function<void(const runner_reply&)> on_input;
+  std::set<std::pair<bool, uint32_t>> streamed; // (a correctness record, its index)
   if (!job.stream_tag.empty())
-    on_input = [&job](const runner_reply& reply) {
+    on_input = [&job, &streamed](const runner_reply& reply) {
       auto records = reply.result;
       for (auto& p : records.performance)
         p.reference_round_means_ms.clear(); // the cache's, not the reports'
-      auto first = records.correctness.empty() ? job.shard.performance_begin : job.shard.correctness_begin;
-      publish_input(job.stream_tag, records, first + reply.input_index);
+      bool checked = !records.correctness.empty();
+      auto index = (checked ? job.shard.correctness_begin : job.shard.performance_begin) + reply.input_index;
+      if (streamed.insert({checked, index}).second)
+        publish_input(job.stream_tag, records, index);
     };
   runner_supervisor::call_outcome call;
   for (size_t tries = 0;; ++tries) {

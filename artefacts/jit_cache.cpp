@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <dirent.h>
+#include <sys/file.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -224,8 +225,9 @@ jit_harvest harvest_jit_cache(const std::string& root, const std::string& from, 
   h.entry_bytes = held;
   if (h.files > 0) {
     // Written whole, as the entry's files are: a reader sees the old record or the new.
+    static std::atomic<uint64_t> records{0};
     auto record = fs::path(to).string() + ".bytes";
-    auto tmp = record + ".tmp" + std::to_string(::getpid());
+    auto tmp = record + ".tmp" + std::to_string(::getpid()) + "-" + std::to_string(records++);
     {
       std::ofstream out(tmp, std::ios::trunc);
       out << held << "\n";
@@ -264,6 +266,11 @@ jit_trim trim_jit_store(const std::string& store, uint64_t max_bytes, const std:
   std::vector<entry> entries;
   jit_trim t;
   std::error_code ec;
+  // One trim at a time per store (slots of a node, nodes sharing a home): each sums what the
+  // one before left, so two never both make room for the same bytes.
+  fd_guard lock{::open((fs::path(store) / ".trim.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)};
+  if (lock.fd >= 0)
+    ::flock(lock.fd, LOCK_EX);
   for (auto it = fs::directory_iterator(store, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     std::error_code e;
     auto name = it->path().filename().string();

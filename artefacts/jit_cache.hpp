@@ -82,7 +82,7 @@ struct jit_trim {
 /// Keeps the store `store` (one machine's folder of entries) under `max_bytes`: while its
 /// entries hold more, the one used least recently (its folder's time) is removed, never
 /// `keep`. An entry is renamed away before it is removed, so a runner seeding from it at that
-/// moment copies all of it or finds none; evaluators trimming at once remove each entry once.
+/// moment copies all of it or finds none; trims of one store take turns (a lock file in it).
 jit_trim trim_jit_store(const std::string& store, uint64_t max_bytes, const std::string& keep = "");
 
 /// Copies the store's entry `from` into the runner's own folder `to` (made empty first):

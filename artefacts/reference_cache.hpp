@@ -4,7 +4,7 @@
 // driver, torch version, timer settings) in a folder that sweeps and campaigns share, so that
 // a later sweep on the same kind of device, or the next version of a generative campaign,
 // times aten only as a short calibration (timing.reference_calibration of the calls): the
-// figure of that run is what counts, the cached one sizes it and shows its drift. Any part of
+// figure of that run is what counts, the cached one shows its drift and sizes shards. Any part of
 // the key that differs means a full measurement. Entries are files written whole (write, then
 // rename): safe between processes.
 

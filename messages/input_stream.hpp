@@ -4,6 +4,8 @@
 // the runner sends them to its evaluator, which publishes them here; a process that wants them
 // (bbcluster serve, bbnode's server relaying them to its coordinator) sets the sink. One sink
 // per process; publishing with none set drops the records (the job's result carries them all).
+// A process that both relays (node_server) and receives (remote_node) must not set tags: its
+// links would publish back into its own relay (tests that do so set none).
 
 #include <cstdint>
 #include <functional>

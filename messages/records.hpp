@@ -190,11 +190,12 @@ struct performance_record {
   bool successfully_ran = false;
   std::string test_type = "performance";
   // Beyond BackendBench: the speedup's 95% confidence interval from the timing rounds (both 0
-  // when there were fewer than two), the rounds, and whether the reference-time cache held a
-  // figure for this input: then the reference was timed as a calibration (a share of a full
-  // timing's calls, timing.reference_calibration, beside the kernel as always), and
-  // reference_drift is its figure over the cached one, less 1. reference_time_ms is always
-  // the figure measured in this run.
+  // when there were fewer than two), the rounds, and whether the reference was timed as a
+  // calibration against a figure of the reference-time cache (a share of a full timing's
+  // calls, timing.reference_calibration, beside the kernel as always; not for an outlier
+  // measured again with the synchronized timer, which times both sides in full), with
+  // reference_drift its figure over the cached one, less 1. reference_time_ms is always the
+  // figure measured in this run.
   double speedup_ci_low = 0.0;
   double speedup_ci_high = 0.0;
   uint32_t timing_rounds = 0;

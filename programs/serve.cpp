@@ -933,9 +933,10 @@ private:
     if (!o.done) {
       // Once the client was told "cancelled", nothing more of the request reaches it: a job the
       // slot pool dropped comes back as a failed result, which is the cancel's, not the kernel's.
+      // The `done` scores count it as the request's folder does.
+      r.results.push_back(o.result);
       if (r.cancelled)
         return;
-      r.results.push_back(o.result);
       // Kernel output in messages may be any bytes: invalid UTF-8 replaced, as the journal does,
       // so that the client can read the string.
       json record = clean(o.result);

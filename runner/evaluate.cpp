@@ -982,7 +982,7 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   rec.reference_drift = cached_used ? timing.reference_drift : 0.0;
   // Only a reference timed with the sweep's own timer is what the cache keeps: one timed in
   // full, or a calibration that found the cached figure stale.
-  if (!synchronized && cache_keeps(hit != nullptr, timing.reference_drift))
+  if (!synchronized && cache_keeps(timing.reference_calibrated, timing.reference_drift))
     rec.reference_round_means_ms = timing.reference.round_means_ms;
   rec.unverified_speedup = unverified;
   rec.timer = synchronized ? "synchronized" : ctx.opts.device == "cuda" ? ctx.opts.timer : "cpu_bench";

@@ -161,16 +161,15 @@ struct call_count {
 
 // Warm-up calls as cpu_bench makes them (stopping after a quarter of the budget), and the
 // number of timed calls that fit the budget, judged from the warm-up; a calibration (`share`
-// below 1) makes that share of both.
+// below 1) makes that share of the timed calls, after the same warm-up as the kernel's.
 call_count cpu_prime(const timed_side& side, const runner_options& opts, double share = 1.0) {
   auto start = clock::now();
   int64_t done = 0;
   double budget_ms = opts.cpu_max_seconds * 1000.0;
-  auto warmup = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(share * static_cast<double>(opts.cpu_warmup))));
-  for (int64_t i = 0; i < warmup; ++i) {
+  for (int64_t i = 0; i < std::max<int64_t>(1, opts.cpu_warmup); ++i) {
     run_call(side, {0, i, false, false});
     ++done;
-    if (budget_ms > 0 && ms_since(start) > budget_ms * 0.25 * share)
+    if (budget_ms > 0 && ms_since(start) > budget_ms * 0.25)
       break;
   }
   call_count n;
@@ -258,7 +257,8 @@ void untimed_call(const timed_side& side, int64_t index) {
 
 // do_bench's estimate: one call, then five calls each after a cache flush, timed together
 // (with each call's preparation and clean-up, so the budget covers them). A calibration
-// (`share` below 1) estimates from two calls and makes that share of the warm-up and calls.
+// (`share` below 1) estimates from two calls and makes that share of the timed calls, after the
+// same warm-up as the kernel's.
 void cuda_prime(cuda_side& side, at::Tensor& cache, const runner_options& opts, double share = 1.0) {
   untimed_call(*side.fn, 0);
   c10::cuda::device_synchronize();
@@ -277,7 +277,7 @@ void cuda_prime(cuda_side& side, at::Tensor& cache, const runner_options& opts, 
   end.record();
   end.synchronize();
   double estimate_ms = std::max(1e-6, static_cast<double>(start.elapsed_time(end)) / estimate_calls);
-  side.warmup = std::max<int64_t>(1, static_cast<int64_t>(share * opts.gpu_warmup_ms / estimate_ms));
+  side.warmup = std::max<int64_t>(1, static_cast<int64_t>(opts.gpu_warmup_ms / estimate_ms));
   side.full_repeat = std::max<int64_t>(1, static_cast<int64_t>(opts.gpu_rep_ms / estimate_ms));
   side.repeat = share_of(side.full_repeat, share, opts.rounds);
 }
@@ -353,9 +353,11 @@ paired_timing cuda_do_bench_pair(const timed_side& reference, const timed_side& 
 
 // Batches of calls, alternating between the sides, until each side's standard error of the
 // mean is under opts.adaptive_rel_sem (after at least opts.adaptive_min_calls calls) or its
-// timed calls add up to the repetition budget. Each batch is a round. A calibration (`share`
-// below 1) has that share of the budget, of the minimum calls and of the calls the standard
-// error asks for (its bound over the square root of the share), and one warm-up call.
+// timed calls add up to the repetition budget, and never before two rounds (so that every
+// speedup has an interval). Each batch is a round. A calibration (`share` below 1) makes that
+// share of each round's calls (at least one) in every round the kernel is timed, with that
+// share of the budget, of the minimum calls and of the calls the standard error asks for (its
+// bound over the square root of the share); its warm-up is the kernel's.
 paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& kernel,
                                  const runner_options& opts, const reference_plan& plan, const side_fn& on_side) {
   auto cache = at::empty({opts.flush_bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
@@ -372,7 +374,7 @@ paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& 
     if (s.done)
       continue;
     tell(on_side, &s == &sides[0] ? code_side::reference : code_side::kernel);
-    for (int64_t i = 0; i < (s.share < 1.0 ? 1 : 3); ++i)
+    for (int64_t i = 0; i < 3; ++i)
       untimed_call(*s.fn, i);
   }
   tell(on_side, code_side::neither);
@@ -380,7 +382,9 @@ paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& 
   auto converged = [&](const state& s) {
     auto n = static_cast<int64_t>(s.all.size());
     double sum = std::accumulate(s.all.begin(), s.all.end(), 0.0);
-    if (n >= 2 && sum >= s.share * opts.gpu_rep_ms)
+    if (s.rounds.size() < 2)
+      return false;
+    if (sum >= s.share * opts.gpu_rep_ms)
       return true; // the budget is spent: as precise as do_bench would be
     auto min_calls = static_cast<int64_t>(std::ceil(s.share * static_cast<double>(opts.adaptive_min_calls)));
     if (n < std::max<int64_t>(2, min_calls))
@@ -398,16 +402,18 @@ paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& 
     for (int turn = 0; turn < 2; ++turn) {
       int i = round % 2 == 0 ? turn : 1 - turn;
       if (!sides[i].done)
-        q[i].queue(*sides[i].fn, round, cache, batch);
+        q[i].queue(*sides[i].fn, round, cache, share_of(batch, sides[i].share, 1));
     }
     c10::cuda::device_synchronize();
-    for (int i = 0; i < 2; ++i) {
+    // The kernel first: a calibrating reference is done only once the kernel is too, so that it
+    // is timed in every round beside it.
+    for (int i : {1, 0}) {
       if (sides[i].done)
         continue;
       auto times = q[i].read();
       sides[i].all.insert(sides[i].all.end(), times.begin(), times.end());
       sides[i].rounds.push_back(std::move(times));
-      sides[i].done = converged(sides[i]);
+      sides[i].done = converged(sides[i]) && (sides[i].share >= 1.0 || sides[1].done);
     }
   }
   return paired_from_rounds(plan, sides[0].rounds, sides[1].rounds);

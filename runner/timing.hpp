@@ -73,8 +73,8 @@ struct paired_timing {
 };
 
 /// A cached reference figure further than this from its calibration is replaced by the
-/// calibration's (the figure that counts is the calibration's either way; the cached one sizes
-/// the next calibration and is what a sweep's shards are cut by).
+/// calibration's (the figure that counts is the calibration's either way; the cached one is
+/// what the next calibration's drift is told against and what a sweep's shards are cut by).
 constexpr double reference_refresh_drift = 0.05;
 
 /// Whether the reference-time cache keeps a reference timing: one timed in full (no cached
@@ -88,8 +88,8 @@ inline bool cache_keeps(bool calibrated, double drift) {
 /// opts.device, odd rounds with the kernel first. The interval includes the systematic
 /// uncertainty opts.systematic_rel_sd. With `cached_reference` (the reference's timing from
 /// the reference cache) the reference is calibrated: timed now in every round, alternating
-/// with the kernel as always, with opts.reference_calibration of a full timing's calls and
-/// warm-up (at least one call a round). The figure measured now is the reference's, never the
+/// with the kernel as always, after the same warm-up, with opts.reference_calibration of a
+/// full timing's calls (at least one call a round). The figure measured now is the reference's, never the
 /// cached one, which another run took at another clock or temperature; `reference_drift` tells
 /// how far the two lie apart. Throws what the calls throw.
 /// `on_side` is told reference or kernel before each side's calls of a round are run or

@@ -46,11 +46,13 @@ struct finished_queue {
     std::lock_guard<std::mutex> guard(m);
     if (!ctx)
       return;
-    items.push_back({std::move(coordinator), slot, std::move(r)});
+    items.push_back({std::move(coordinator), slot, std::move(r), false, "", 0});
     wake(*ctx, wake_endpoint);
   }
 
-  // One input's records, for the coordinator of the session (the one that sent its job).
+  // One input's records, for the coordinator of the session when it is sent (the one that sent
+  // its job, unless that session ended meanwhile: a later coordinator drops a tag it does not
+  // know).
   void push_input(std::string tag, eval_result r, uint32_t index) {
     std::lock_guard<std::mutex> guard(m);
     if (!ctx)

@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <map>
+#include <string>
+
 #include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
@@ -197,13 +200,18 @@ TEST_CASE("every sweep is profiled, and a second sweep calibrates the cached ref
     CHECK(j["performance"][0]["timing_rounds"].get<int>() >= 2);
     CHECK(j["performance"][0]["speedup_ci_low"].get<double>() > 0.0);
   }
+  std::map<std::string, double> cached; // what the first sweep kept: its reference times
+  for (auto& j : bb::test::journal_lines(dir / "first/results.jsonl", "job_finished"))
+    cached[j["op_name"]] = j["performance"][0]["reference_time_ms"].get<double>();
   sweep("second", "");
-  // The cache had each figure: the reference was calibrated in this run, and its drift told.
+  // The cache had each figure: the reference was calibrated in this run, its own time counts,
+  // and the drift is told against the cached one.
   for (auto& j : bb::test::journal_lines(dir / "second/results.jsonl", "job_finished")) {
     auto& p = j["performance"][0];
     CHECK(p["reference_cached"] == true);
-    CHECK(p["reference_drift"].get<double>() > -1.0);
-    CHECK(p["reference_time_ms"].get<double>() > 0.0);
+    auto now = p["reference_time_ms"].get<double>();
+    REQUIRE(cached.count(j["op_name"]) == 1);
+    CHECK(p["reference_drift"].get<double>() == Approx(now / cached[j["op_name"]] - 1.0));
   }
   // --no-reference-cache times aten afresh.
   sweep("third", "--no-reference-cache");
