@@ -208,6 +208,12 @@ class FakeServer:
         self._send(peer, {"kind": "accepted", "id": request_id, "ops": selected,
                           "folder": folder})
         for op in selected:
+            # Each input as it ends: one checked and timed, then one only checked.
+            self._send(peer, {"kind": "input", "id": request_id, "op_name": op, "attempt": 1,
+                              "input": 0, "correctness": correctness(op),
+                              "performance": performance(op)})
+            self._send(peer, {"kind": "input", "id": request_id, "op_name": op, "attempt": 1,
+                              "input": 1, "correctness": correctness(op, is_correct=False)})
             self._send(peer, {"kind": "result", "id": request_id, "result": job_record(op)},
                        self.result_delay_s)
         self._send(peer, {"kind": "done", "id": request_id, "cancelled": False,

@@ -215,6 +215,21 @@ class ClientTest(ServerTestCase):
         self.assertAlmostEqual(result.speedup, math.sqrt(2.0))
         self.assertEqual(result.raw["wall_seconds"], 0.25)
 
+    def test_inputs_stream_before_the_result(self):
+        client = self.connect()
+        seen = []
+        future = client.submit("relu", RELU_SOURCE, on_input=seen.append)
+        result = future.result(5)
+        self.assertTrue(result.correct)
+        self.assertEqual(seen, future.inputs)
+        self.assertEqual([(i.op_name, i.input, i.attempt) for i in future.inputs],
+                         [("aten.relu.default", 0, 1), ("aten.relu.default", 1, 1)])
+        first, second = future.inputs
+        self.assertTrue(first.correctness.is_correct)
+        self.assertEqual(first.performance.speedup, 2.0)
+        self.assertFalse(second.correctness.is_correct)
+        self.assertIsNone(second.performance)
+
     def test_the_operator_itself_travels_without_source(self):
         client = self.connect()
         self.assertEqual(client.evaluate("aten.mul.Tensor").op_name, "aten.mul.Tensor")
