@@ -147,15 +147,22 @@ void print(const run_figures& f) {
   std::printf("\n");
 }
 
+// The median of |x| over `xs`; NAN when empty; with `p` another quantile.
+double quantile_abs(std::vector<double> xs, double p = 0.5) {
+  if (xs.empty())
+    return NAN;
+  for (auto& x : xs)
+    x = std::fabs(x);
+  std::sort(xs.begin(), xs.end());
+  return xs[std::min(xs.size() - 1, static_cast<size_t>(p * static_cast<double>(xs.size())))];
+}
+
 double median_abs_deviation(const run_figures& a, const run_figures& b) {
   std::vector<double> d;
   for (auto& [key, s] : a.speedups)
     if (auto it = b.speedups.find(key); it != b.speedups.end())
-      d.push_back(std::fabs(s - it->second));
-  if (d.empty())
-    return NAN;
-  std::sort(d.begin(), d.end());
-  return d[d.size() / 2];
+      d.push_back(s - it->second);
+  return quantile_abs(d);
 }
 
 // The score line "perf@p significant ...: X" of a run's output; -1 when absent.
@@ -167,24 +174,11 @@ double significant_score(const run_figures& a) {
   return colon == std::string::npos ? -1.0 : std::atof(a.scores.c_str() + colon + 3);
 }
 
-// The median of |x| over `xs`; NAN when empty; with `p` another quantile.
-double quantile_abs(std::vector<double> xs, double p = 0.5) {
-  if (xs.empty())
-    return NAN;
-  for (auto& x : xs)
-    x = std::fabs(x);
-  std::sort(xs.begin(), xs.end());
-  return xs[std::min(xs.size() - 1, static_cast<size_t>(p * static_cast<double>(xs.size())))];
-}
-
 double median_abs_from_one(const run_figures& a) {
   std::vector<double> d;
   for (auto& [key, s] : a.speedups)
-    d.push_back(std::fabs(s - 1.0));
-  if (d.empty())
-    return NAN;
-  std::sort(d.begin(), d.end());
-  return d[d.size() / 2];
+    d.push_back(s - 1.0);
+  return quantile_abs(d);
 }
 
 // A warm run's calibration against its cached figures: how far they drifted, and how far from 1

@@ -41,6 +41,13 @@ std::vector<eval_result> sample_results() {
   return {ok, crashed};
 }
 
+// OVERALL_SUMMARY.md as write_reports writes it for `results` (scored at p = 1).
+std::string summary_of(const std::vector<eval_result>& results) {
+  test::temp_dir dir;
+  REQUIRE(write_reports(dir.path, "bbcluster", results, score_results(results, 1.0)) == "");
+  return test::read_file(dir / "OVERALL_SUMMARY.md");
+}
+
 } // namespace
 
 TEST_CASE("failed_result gives every input a failed record", "[results]") {
@@ -150,11 +157,8 @@ TEST_CASE("the summary states the sweep's settings once, after its command", "[r
 }
 
 TEST_CASE("the summary says how many reference times were calibrated against the cache", "[results]") {
-  test::temp_dir dir;
   auto results = sample_results();
-  auto s = score_results(results, 1.0);
-  REQUIRE(write_reports(dir.path, "bbcluster", results, s) == "");
-  CHECK(test::read_file(dir / "OVERALL_SUMMARY.md").find("## Reference Times") == std::string::npos);
+  CHECK(summary_of(results).find("## Reference Times") == std::string::npos);
 
   size_t timed = 0;
   for (auto& r : results)
@@ -165,9 +169,7 @@ TEST_CASE("the summary says how many reference times were calibrated against the
   REQUIRE(p.successfully_ran);
   p.reference_cached = true;
   p.reference_drift = -0.08;
-  test::temp_dir calibrated;
-  REQUIRE(write_reports(calibrated.path, "bbcluster", results, s) == "");
-  auto md = test::read_file(calibrated / "OVERALL_SUMMARY.md");
+  auto md = summary_of(results);
   CHECK(md.find("## Reference Times\n\n1 of " + std::to_string(timed) + " timed inputs had a reference time in the "
                 "reference-time cache") != std::string::npos);
   CHECK(md.find("The calibrations lay 8.0% from the cached figures at the median, 8.0% at most; 1 lay more than "
@@ -175,11 +177,8 @@ TEST_CASE("the summary says how many reference times were calibrated against the
 }
 
 TEST_CASE("the summary lists every flag per operator and each speedup measured again", "[results]") {
-  test::temp_dir dir;
   auto results = sample_results();
-  auto s = score_results(results, 1.0);
-  REQUIRE(write_reports(dir.path, "bbcluster", results, s) == "");
-  CHECK(test::read_file(dir / "OVERALL_SUMMARY.md").find("## Flags") == std::string::npos);
+  CHECK(summary_of(results).find("## Flags") == std::string::npos);
 
   results[0].flags = {"work_off_timed_stream", "suspicious_speedup"};
   auto& p = results[0].performance[0];
@@ -187,7 +186,7 @@ TEST_CASE("the summary lists every flag per operator and each speedup measured a
   p.speedup = 1.25;
   p.timer = "synchronized";
   results[1].flags = {"replaces_timer"};
-  s = score_results(results, 1.0);
+  auto s = score_results(results, 1.0);
   test::temp_dir flagged;
   REQUIRE(write_reports(flagged.path, "bbcluster", results, s) == "");
   auto md = test::read_file(flagged / "OVERALL_SUMMARY.md");

@@ -428,16 +428,22 @@ timed_side logged_side(hook_log& log, std::vector<std::string>& order, const cha
   return s;
 }
 
+// cpu_bench with fixed counts (no budget): `warmup` calls, then `runs` timed in `rounds`.
+runner_options fixed_counts(int64_t warmup, int64_t runs, int64_t rounds) {
+  runner_options opts;
+  opts.device = "cpu";
+  opts.cpu_warmup = warmup;
+  opts.cpu_runs = runs;
+  opts.cpu_max_seconds = 0;
+  opts.rounds = rounds;
+  return opts;
+}
+
 } // namespace
 
 TEST_CASE("time_pair runs each side's before and after hooks outside the measured calls",
           "[runner]") {
-  runner_options opts;
-  opts.device = "cpu";
-  opts.cpu_warmup = 3;
-  opts.cpu_runs = 12;
-  opts.cpu_max_seconds = 0; // fixed counts
-  opts.rounds = 4;
+  auto opts = fixed_counts(3, 12, 4);
   hook_log ref, ker;
   std::vector<std::string> order;
   auto pause = std::chrono::milliseconds(5);
@@ -530,12 +536,7 @@ TEST_CASE("time_pair_synchronized on the CPU returns one mean per round and side
 }
 
 TEST_CASE("a cached reference time is calibrated now: a share of the calls in every round", "[runner]") {
-  runner_options opts;
-  opts.device = "cpu";
-  opts.cpu_warmup = 8;
-  opts.cpu_runs = 20;
-  opts.cpu_max_seconds = 0; // fixed counts
-  opts.rounds = 4;
+  auto opts = fixed_counts(8, 20, 4);
   opts.reference_calibration = 0.25;
   // The cached figure says 50 ms; the reference takes about 2 ms a call now.
   side_timing cached{50.0, {50.0, 50.0, 50.0, 50.0}, 20};
