@@ -90,12 +90,14 @@ def latency(args, work):
     try:
         with Client(server.address, name="latency") as c:
             c.evaluate("relu", RELU, suite="smoke", settings=QUICK_TIMER)  # starts the runner
-            served, runner = [], []
+            served, runner, phases = [], [], {}
             for _ in range(args.repeats):
                 started = time.perf_counter()
                 r = c.evaluate("relu", RELU, suite="smoke", settings=QUICK_TIMER)
                 served.append(time.perf_counter() - started)
                 runner.append(r.raw.get("wall_seconds", 0.0))
+                for name, seconds in r.raw.get("phases", {}).items():
+                    phases.setdefault(name, []).append(seconds)
                 assert r.correct, r.raw
     finally:
         server.stop()
@@ -116,6 +118,9 @@ def latency(args, work):
     print(f"  of it, the runner's job:              median {statistics.median(runner) * 1000:8.1f} ms")
     print(f"  the service's overhead beyond it:     median {statistics.median(overhead) * 1000:8.1f} ms "
           f"(goal on a GPU: < 100 ms)")
+    # Where a served job's time goes (the job's profile phases, each a median over the calls).
+    largest = sorted(((statistics.median(v), k) for k, v in phases.items()), reverse=True)[:8]
+    print("  the job's largest phases (medians):   " + ", ".join(f"{k} {m * 1000:.1f} ms" for m, k in largest))
     print(f"  fresh bbcluster command:              median {statistics.median(fresh) * 1000:8.1f} ms "
           f"({args.fresh_repeats} runs)")
     print(f"  fresh command / warm service:         {statistics.median(fresh) / statistics.median(served):8.1f}x")

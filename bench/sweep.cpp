@@ -17,7 +17,9 @@
 //
 // With --full, instead: every input of the set (no --topn), one device, the adaptive timer
 // without the reference cache (and, with --full-default too, the default timer): the wall
-// time, inputs per second and the largest phases, against the goal of 10 minutes.
+// time, inputs per second and the largest phases, against the goal of 10 minutes. --limit S
+// interrupts each run after S seconds and prints its last progress line (operators and inputs
+// done, inputs per second) instead.
 //
 // For each: the wall time, the time spent inside the timer (profile.json), their ratio, and
 // the largest phases; then the warm run's wall over the cold one's, and the adaptive timer's
@@ -28,7 +30,7 @@
 // (the same run's speedups over 1 + drift) beside the calibrated ones. --ops narrows every run
 // to those operators (a CPU machine runs --cache --ops with a subset in minutes).
 //
-//   bench_sweep [--quick | --cache | --checks [--once] | --full [--full-default]] [--backend B] [--data TRACE]
+//   bench_sweep [--quick | --cache | --checks [--once] | --full [--full-default] [--limit S]] [--backend B] [--data TRACE]
 //               [--ops OPS] [--keep DIR]
 
 #include <algorithm>
@@ -76,22 +78,40 @@ std::string read(const fs::path& p) {
   return ss.str();
 }
 
+// The last line of `text` that holds `what` ("" if none).
+std::string last_line_with(const std::string& text, const std::string& what) {
+  auto at = text.rfind(what);
+  if (at == std::string::npos)
+    return "";
+  auto begin = text.rfind('\n', at);
+  auto end = text.find('\n', at);
+  return text.substr(begin == std::string::npos ? 0 : begin + 1, end == std::string::npos ? end : end - begin - 1);
+}
+
+// `limit_s` > 0: bbcluster is interrupted (SIGINT) after that many seconds, and what it had
+// done by then is told from its progress lines (logged at info, every 30 s).
 run_figures run(const std::string& name, const std::string& data, const std::string& flags,
-                const fs::path& dir) {
+                const fs::path& dir, int limit_s = 0) {
   run_figures f;
   f.name = name;
   auto logs = dir / name;
   fs::remove_all(logs);
-  auto cmd = std::string(BB_BIN_DIR "/bbcluster --suite torchbench --backend ") + backend + " --data " + data
-             + " " + flags + " --log-dir " + logs.string() + " --log-level warning >" + (dir / (name + ".out")).string()
-             + " 2>" + (dir / (name + ".err")).string();
+  auto cmd = (limit_s > 0 ? "timeout -s INT -k 90 " + std::to_string(limit_s) + " " : std::string())
+             + BB_BIN_DIR "/bbcluster --suite torchbench --backend " + backend + " --data " + data
+             + " " + flags + " --log-dir " + logs.string() + " --log-level " + (limit_s > 0 ? "info" : "warning")
+             + " >" + (dir / (name + ".out")).string() + " 2>" + (dir / (name + ".err")).string();
   auto start = std::chrono::steady_clock::now();
   int rc = std::system(cmd.c_str());
   f.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   f.scores = read(dir / (name + ".out"));
   if (rc != 0) {
-    std::fprintf(stderr, "bench_sweep: %s failed (%d):\n%s\n", name.c_str(), rc,
-                 read(dir / (name + ".err")).c_str());
+    auto err = read(dir / (name + ".err"));
+    if (limit_s > 0) {
+      std::printf("%-22s stopped after its limit of %d s (wall %.1f s); its last progress line:\n  %s\n",
+                  name.c_str(), limit_s, f.wall_s, last_line_with(err, "progress: ").c_str());
+      err = err.size() > 3000 ? err.substr(err.size() - 3000) : err;
+    }
+    std::fprintf(stderr, "bench_sweep: %s failed (%d):\n%s\n", name.c_str(), rc, err.c_str());
     return f;
   }
   try {
@@ -271,11 +291,11 @@ void print_changes(const run_figures& off, const run_figures& on) {
 }
 
 // The whole set: every input, the adaptive timer (and the default one with `with_default`).
-int full_set(const std::string& data, const fs::path& dir, bool with_default) {
+int full_set(const std::string& data, const fs::path& dir, bool with_default, int limit_s) {
   std::vector<run_figures> runs;
-  runs.push_back(run("all_adaptive", data, "--timer adaptive --no-reference-cache", dir));
+  runs.push_back(run("all_adaptive", data, "--timer adaptive --no-reference-cache", dir, limit_s));
   if (with_default)
-    runs.push_back(run("all_do_bench", data, "--no-reference-cache", dir));
+    runs.push_back(run("all_do_bench", data, "--no-reference-cache", dir, limit_s));
   bool ok = true;
   for (auto& f : runs) {
     print(f);
@@ -334,6 +354,7 @@ int main(int argc, char** argv) {
   bool full = false;
   bool full_default = false;
   bool cache_only = false;
+  int limit_s = 0;
   std::string ops;
   std::string data = BB_TRACES_DIR "/backendbench/backend_bench_problems_included.txt";
   fs::path dir = fs::temp_directory_path() / "bench_sweep";
@@ -351,6 +372,8 @@ int main(int argc, char** argv) {
       full = full_default = true;
     else if (a == "--cache")
       cache_only = true;
+    else if (a == "--limit" && i + 1 < argc)
+      limit_s = std::atoi(argv[++i]);
     else if (a == "--ops" && i + 1 < argc)
       ops = argv[++i];
     else if (a == "--backend" && i + 1 < argc)
@@ -360,7 +383,7 @@ int main(int argc, char** argv) {
     else if (a == "--keep" && i + 1 < argc)
       dir = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_sweep [--quick | --cache | --checks [--once] | --full [--full-default]] "
+      std::fprintf(stderr, "usage: bench_sweep [--quick | --cache | --checks [--once] | --full [--full-default] [--limit S]] "
                            "[--backend B] [--data TRACE] [--ops OPS] [--keep DIR]\n");
       return 2;
     }
@@ -369,7 +392,7 @@ int main(int argc, char** argv) {
   if (checks)
     return checks_cost(data, dir, once);
   if (full)
-    return full_set(data, dir, full_default);
+    return full_set(data, dir, full_default, limit_s);
   auto cache = dir / "reference_cache";
   fs::remove_all(cache);
   std::ofstream(dir / "cache.toml") << "[timing]\nreference_cache_dir = \"" << cache.string() << "\"\n";

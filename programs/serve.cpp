@@ -10,6 +10,8 @@
 #include <iostream>
 #include <mutex>
 #include <set>
+#include <condition_variable>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <caf/actor_system.hpp>
@@ -231,6 +233,8 @@ struct outgoing {
   /// operator's result.
   bool input = false;
   uint32_t index = 0;
+  /// A request's plan, made on the planner's thread (not an actor's result).
+  std::shared_ptr<struct planned_request> plan = nullptr;
 };
 
 // The actors' side of the socket's thread: a queue and a wake-up.
@@ -250,6 +254,78 @@ struct outbox {
     std::lock_guard<std::mutex> lock(m);
     return std::exchange(q, {});
   }
+};
+
+// An `evaluate` message read by the planner: the request it asks for, or why it cannot run.
+struct planned_request {
+  std::string routing;    // the client's connection when it asked
+  std::string client_key; // and its key: a connection id used again by another is not it
+  std::string client_name;
+  std::string id;
+  json msg;
+  serve_request req;
+  std::string why;
+};
+
+// Reads `evaluate` messages (read_request: the suite's trace parsed and selected, the
+// kernels' artefacts made) on a thread of its own, in the order they came, and hands each
+// plan to the socket's thread: a request's plan can take seconds (a large trace), and
+// meanwhile pings, status and every other client's messages are answered. One thread: the
+// plans of one client come back in the order it sent them.
+class planner {
+public:
+  planner(settings base, outbox& box) : base_(std::move(base)), box_(&box) {
+    thread_ = std::thread([this] { loop(); });
+  }
+  planner(const planner&) = delete;
+  planner& operator=(const planner&) = delete;
+  ~planner() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    // A plan under way is finished (reading a trace is bounded); those queued are dropped.
+    thread_.join();
+  }
+  void submit(std::shared_ptr<planned_request> p) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      q_.push_back(std::move(p));
+    }
+    wake_.notify_one();
+  }
+
+private:
+  void loop() {
+    for (;;) {
+      std::shared_ptr<planned_request> p;
+      {
+        std::unique_lock<std::mutex> lock(m_);
+        wake_.wait(lock, [&] { return stopping_ || !q_.empty(); });
+        if (stopping_)
+          return;
+        p = std::move(q_.front());
+        q_.pop_front();
+      }
+      try {
+        p->why = read_request(p->msg, base_, p->req);
+      } catch (const std::exception& e) {
+        p->why = std::string("cannot read this request: ") + e.what();
+      }
+      outgoing o;
+      o.key = p->client_key + "\n" + p->id;
+      o.plan = std::move(p);
+      box_->push(std::move(o));
+    }
+  }
+  const settings base_;
+  outbox* box_;
+  std::mutex m_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<planned_request>> q_;
+  bool stopping_ = false;
+  std::thread thread_;
 };
 
 struct request_state {
@@ -272,7 +348,8 @@ struct client_state {
   std::string key; // name#n: its queue in the pool, its folder
   std::string name;
   clock::time_point last_heard;
-  /// Its unfinished requests: id -> the request's key (its own, or one it took up with resume).
+  /// Its unfinished requests: id -> the request's key (its own, or one it took up with resume);
+  /// "" while the planner reads it.
   std::map<std::string, std::string> open;
 };
 
@@ -363,6 +440,7 @@ public:
                  secret_.empty() ? " (loopback, no keys)" : " (CURVE)", run_dir_);
     // Once the actors can reach this thread (box_): the requests a killed server left.
     restore();
+    planner_ = std::make_unique<planner>(s_, box_);
     auto ledger_path = run_dir_ + "/requests.jsonl";
     bool torn = false;
     {
@@ -425,6 +503,7 @@ public:
 
   void stop() {
     set_input_sink({});
+    planner_.reset();
     for (auto& [key, r] : requests_)
       caf::anon_send(r.coordinator, atom::halt_v);
     for (auto& [key, r] : requests_)
@@ -550,6 +629,10 @@ private:
 
   void evaluate(const std::string& routing, client_state& c, const json& msg) {
     auto id = msg.value("id", json()).is_string() ? msg["id"].get<std::string>() : std::string();
+    if (id.empty()) {
+      refuse(routing, id, "'id' is missing: every request needs an id, unique per client");
+      return;
+    }
     if (c.open.count(id)) {
       refuse(routing, id, "request " + id + " is still running: ids must be unique per client");
       return;
@@ -559,21 +642,70 @@ private:
                             "serve.max_requests allows; wait for one to finish");
       return;
     }
-    serve_request req;
-    if (auto why = read_request(msg, s_, req); !why.empty()) {
-      refuse(routing, id, why);
+    // Read on the planner's thread; the id is the client's meanwhile (a cancel or a bye drops it).
+    c.open[id] = "";
+    auto p = std::make_shared<planned_request>();
+    p->routing = routing;
+    p->client_key = c.key;
+    p->client_name = c.name;
+    p->id = id;
+    p->msg = msg;
+    planner_->submit(std::move(p));
+  }
+
+  // Whether `c` holds request `id` while the planner reads it.
+  static bool planning(const client_state& c, const std::string& id) {
+    auto o = c.open.find(id);
+    return o != c.open.end() && o->second.empty();
+  }
+
+  // The connection `routing` of key `key`, if it is still here.
+  client_state* client_at(const std::string& routing, const std::string& key) {
+    auto c = clients_.find(routing);
+    return c != clients_.end() && c->second.key == key ? &c->second : nullptr;
+  }
+
+  // A request the planner read: started for the connection that holds it (the one that sent
+  // it, or one that resumed it meanwhile), or refused; dropped when both left or cancelled it.
+  void planned(planned_request& p) {
+    auto* sender = client_at(p.routing, p.client_key);
+    if (sender && !planning(*sender, p.id))
+      sender = nullptr;
+    client_state* taker = nullptr;
+    std::string taker_routing;
+    if (auto w = resumers_.find({p.client_name, p.id}); w != resumers_.end()) {
+      taker_routing = w->second.first;
+      taker = client_at(taker_routing, w->second.second);
+      if (taker && !planning(*taker, p.id))
+        taker = nullptr;
+      resumers_.erase(w);
+    }
+    if (!p.why.empty()) {
+      for (auto [c, routing] : {std::make_pair(sender, p.routing), std::make_pair(taker, taker_routing)})
+        if (c) {
+          c->open.erase(p.id);
+          refuse(routing, p.id, p.why);
+        }
       return;
     }
+    auto* holder = taker ? taker : sender;
+    auto routing = taker ? taker_routing : p.routing;
+    if (!holder)
+      return;
+    if (taker && sender)
+      sender->open.erase(p.id); // taken up: the sender's leaving no longer cancels it
     std::string why;
-    auto* r = start_request(c.key, c.name, routing, req, {}, "", why);
+    auto ops = p.req.work.ops.size();
+    auto* r = start_request(p.client_key, p.client_name, routing, std::move(p.req), {}, "", why);
     if (!r) {
-      refuse(routing, id, why);
+      holder->open.erase(p.id);
+      refuse(routing, p.id, why);
       return;
     }
-    c.open[req.id] = r->client + "\n" + req.id;
-    ledger({{"event", "accepted"}, {"client", c.name}, {"client_key", c.key}, {"id", req.id}, {"folder", r->folder},
-            {"request", msg}});
-    spdlog::info("serve: {} request {}: {} operators", c.key, req.id, req.work.ops.size());
+    holder->open[p.id] = r->client + "\n" + p.id;
+    ledger({{"event", "accepted"}, {"client", p.client_name}, {"client_key", p.client_key}, {"id", p.id},
+            {"folder", r->folder}, {"request", p.msg}});
+    spdlog::info("serve: {} request {}: {} operators", p.client_key, p.id, ops);
     send(routing, accepted_message(*r));
   }
 
@@ -765,6 +897,18 @@ private:
       refuse(routing, id, "request " + id + " is already this connection's");
       return;
     }
+    // Sent a moment ago by another connection of the name and still with the planner: this
+    // one takes it up once it is read (planned()).
+    for (auto& [other, oc] : clients_)
+      if (&oc != &c && oc.name == c.name && planning(oc, id)) {
+        if (resumers_.count({c.name, id})) {
+          refuse(routing, id, "request " + id + " is being taken up by another connection");
+          return;
+        }
+        resumers_[{c.name, id}] = {routing, c.key};
+        c.open[id] = "";
+        return;
+      }
     std::vector<std::string> matches;
     for (auto& [key, r] : requests_)
       if (r.client_name == c.name && r.id == id)
@@ -837,6 +981,23 @@ private:
 
   void cancel(const std::string& routing, client_state& c, const std::string& id) {
     auto open = c.open.find(id);
+    if (open != c.open.end() && open->second.empty()) {
+      // Still with the planner: it never starts, and its end is told at once; not for the
+      // connection that sent it either, when this one had taken it up.
+      c.open.erase(open);
+      if (auto w = resumers_.find({c.name, id}); w != resumers_.end() && w->second.first == routing) {
+        resumers_.erase(w);
+        for (auto& [other, oc] : clients_)
+          if (&oc != &c && oc.name == c.name && planning(oc, id))
+            oc.open.erase(id);
+      }
+      send(routing, {{"kind", "cancelled"}, {"id", id}});
+      send(routing, {{"kind", "done"}, {"id", id}, {"cancelled", true}, {"folder", ""},
+                     {"scores", {{"correctness", 0.0}, {"performance", 0.0}, {"perf_at_p", 0.0},
+                                 {"perf_at_p_significant", 0.0}}},
+                     {"scores_text", ""}});
+      return;
+    }
     auto it = open == c.open.end() ? requests_.end() : requests_.find(open->second);
     if (it == requests_.end()) {
       refuse(routing, id, "no unfinished request " + id + " of this client");
@@ -909,6 +1070,10 @@ private:
   }
 
   void deliver(outgoing o) {
+    if (o.plan) {
+      planned(*o.plan);
+      return;
+    }
     auto it = requests_.find(o.key);
     if (it == requests_.end())
       return;
@@ -1013,6 +1178,11 @@ private:
   /// Requests finished, by (client name, id): their folder and `done`, for `resume`.
   std::map<std::pair<std::string, std::string>, std::pair<std::string, json>> finished_;
   std::deque<std::pair<std::string, std::string>> finished_order_;
+  /// Requests still with the planner that another connection resumed: (client name, id) ->
+  /// (the resuming connection's routing id, its key).
+  std::map<std::pair<std::string, std::string>, std::pair<std::string, std::string>> resumers_;
+  /// Reads `evaluate` messages off this thread; made once restore() is done, stopped first.
+  std::unique_ptr<planner> planner_;
 };
 
 } // namespace

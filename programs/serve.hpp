@@ -1,7 +1,8 @@
 #pragma once
 
 // `bbcluster serve`: the cluster kept up, evaluating what clients submit (docs/serving.md).
-// One thread owns the ZeroMQ socket the clients talk to; the slots are a node's evaluators
+// One thread owns the ZeroMQ socket the clients talk to, and a planner thread reads each
+// request (its trace, its kernels) so that the socket's thread never waits on a file; the slots are a node's evaluators
 // behind a slot pool (actors/slot_pool.hpp) that shares them fairly between clients; each
 // request runs as a sweep of its own (coordinator, generator of the request's kernels,
 // reporter writing the request's folder) over stand-in evaluators that ask the pool.

@@ -96,7 +96,7 @@ timeout 560 "$build/bench/bench_sweep" $quick --data "$traces/backendbench/backe
 fi
 if want full; then
 step "the whole set (every included input, adaptive timer, one GPU)"
-timeout 590 "$build/bench/bench_sweep" --full --data "$traces/backendbench/backend_bench_problems_included.txt" \
+timeout 590 "$build/bench/bench_sweep" --full --limit 420 --data "$traces/backendbench/backend_bench_problems_included.txt" \
   --keep "${TMPDIR:-/tmp}/bench_full" 2>&1 | tee "$out/bench_full.txt" | tail -30
 fi
 if want checks; then

@@ -174,6 +174,34 @@ class ServedTest(unittest.TestCase):
             self.assertEqual(len(wrong.inputs), 3)
             self.assertFalse(any(r.correctness.is_correct for r in wrong.inputs))
 
+    def test_a_request_read_for_seconds_holds_up_no_other_message(self):
+        server = self.start("--devices", "1")
+        # A trace of a million relu inputs: the server reads it for seconds.
+        trace = os.path.join(server.dir, "large.txt")
+        with open(trace, "w") as f:
+            f.write("Operator: aten.relu.default\n")
+            f.writelines(f"cnt: 1, ((T([{i % 997 + 1}, {i % 13 + 1}], f32),), {{}})\n" for i in range(1000000))
+        with Client(server.address, name="large") as large, Client(server.address, name="other") as other:
+            started = time.time()
+            future = large.submit("relu", None, kind="aten", data=trace, topn=1, settings=QUICK)
+            time.sleep(0.05)
+            status = other.status()
+            answered = time.time() - started
+            # The request is the client's from the moment it came, while it is being read.
+            self.assertEqual(sum(status["requests"].values()), 1, status)
+            self.assertTrue(other.evaluate("relu", HONEST, suite="smoke", settings=QUICK).correct)
+            self.assertTrue(future.result(120).correct)
+            finished = time.time() - started
+            # Read on the socket's thread, the status would have waited for the whole trace.
+            self.assertLess(answered, finished / 3, (answered, finished))
+            # Cancelled while it is read: it ends at once and never starts.
+            cancelled = large.submit("relu", None, kind="aten", data=trace, topn=1, settings=QUICK)
+            time.sleep(0.05)
+            large.cancel(cancelled)
+            with self.assertRaises(RequestCancelled):
+                cancelled.result(finished / 3)
+            self.assertEqual(sum(large.status()["requests"].values()), 0)
+
     def test_submit_from_the_shell(self):
         server = self.start("--devices", "1")
         folder = os.path.join(server.dir, "kernels", "relu")
