@@ -25,12 +25,17 @@
 // the largest phases; then the warm run's wall over the cold one's, and the adaptive timer's
 // wall over the default's with the median absolute deviation of its speedups from run 1's.
 //
+// With --graphs, instead: the smallest input of every operator with do_bench and with the
+// cudagraph timer, twice each: aten against itself under both, and the spread of repeated
+// measurements (GPU).
+//
 // With --cache, only runs 1 and 2, and how the warm run's calibrations drifted from the cached
 // figures, with aten's speedups against itself had the cached figures counted as they were
 // (the same run's speedups over 1 + drift) beside the calibrated ones. --ops narrows every run
 // to those operators (a CPU machine runs --cache --ops with a subset in minutes).
 //
-//   bench_sweep [--quick | --cache | --checks [--once] | --full [--full-default] [--limit S]] [--backend B] [--data TRACE]
+//   bench_sweep [--quick | --cache | --checks [--once] | --full [--full-default] [--limit S] | --graphs] [--backend B]
+//               [--data TRACE]
 //               [--ops OPS] [--keep DIR]
 
 #include <algorithm>
@@ -60,6 +65,8 @@ struct run_figures {
   std::string scores;
   std::vector<std::pair<double, std::string>> phases;
   std::map<std::string, double> speedups; // op | args -> speedup
+  std::map<std::string, double> kernel_ms; // op | args -> benchmark_time_ms
+  std::map<std::string, std::string> timers; // op | args -> the timer its record names
   std::map<std::string, double> drifts;   // op | args -> reference_drift, where the cache had a figure
   size_t flagged = 0;                      // operators with any flag
   size_t correct = 0;                      // operators correct on every input
@@ -130,6 +137,8 @@ run_figures run(const std::string& name, const std::string& data, const std::str
         if (op.rfind("aten.", 0) != 0)
           op = "aten." + op;
         f.speedups[op + " | " + row["args"].get<std::string>()] = row["speedup"].get<double>();
+        f.kernel_ms[op + " | " + row["args"].get<std::string>()] = row.value("benchmark_time_ms", 0.0);
+        f.timers[op + " | " + row["args"].get<std::string>()] = row.value("timer", std::string());
         if (row.value("reference_cached", false))
           f.drifts[op + " | " + row["args"].get<std::string>()] = row.value("reference_drift", 0.0);
         ++f.inputs;
@@ -312,6 +321,51 @@ int full_set(const std::string& data, const fs::path& dir, bool with_default, in
   return ok ? 0 : 1;
 }
 
+// Kernel-only timing (--timer cudagraph) against do_bench on launch-bound inputs: the smallest
+// input of every operator, each timer twice in alternating order (do_bench, cudagraph,
+// cudagraph, do_bench). Prints aten's |speedup - 1| against itself under each, the spread of
+// the repeated measurements (|log| of one run's kernel time over the other's, per input), and
+// how much of do_bench's time was the launch (cudagraph's time over do_bench's).
+int graphs_vs_do_bench(const std::string& data, const fs::path& dir, const std::string& only) {
+  auto flags = "--topn 1 --smallest-inputs --no-reference-cache" + only;
+  auto d1 = run("smallest_do_bench", data, flags, dir);
+  print(d1);
+  auto g1 = run("smallest_cudagraph", data, flags + " --timer cudagraph", dir);
+  print(g1);
+  auto g2 = run("smallest_cudagraph_2", data, flags + " --timer cudagraph", dir);
+  print(g2);
+  auto d2 = run("smallest_do_bench_2", data, flags, dir);
+  print(d2);
+  auto spread = [](const run_figures& a, const run_figures& b, double q) {
+    std::vector<double> d;
+    for (auto& [key, t] : a.kernel_ms)
+      if (auto it = b.kernel_ms.find(key); it != b.kernel_ms.end() && t > 0 && it->second > 0)
+        d.push_back(std::log(t / it->second));
+    return quantile_abs(d, q);
+  };
+  size_t fell_back = 0;
+  for (auto* f : {&g1, &g2})
+    for (auto& [key, timer] : f->timers)
+      fell_back += timer != "cudagraph" ? 1 : 0;
+  std::vector<double> ratio;
+  for (auto& [key, t] : g1.kernel_ms)
+    if (auto it = d1.kernel_ms.find(key); it != d1.kernel_ms.end() && it->second > 0 && g1.timers[key] == "cudagraph")
+      ratio.push_back(t / it->second);
+  std::printf("\naten against aten, smallest inputs: median |speedup - 1| do_bench %.4f and %.4f, cudagraph %.4f and "
+              "%.4f (goal <= 0.02); perf@p significant do_bench %.2f, cudagraph %.2f\n",
+              median_abs_from_one(d1), median_abs_from_one(d2), median_abs_from_one(g1), median_abs_from_one(g2),
+              significant_score(d1), significant_score(g1));
+  std::printf("the same input measured twice, |log(time 1 / time 2)|: do_bench median %.4f p90 %.4f, cudagraph median "
+              "%.4f p90 %.4f (goal: cudagraph's smaller)\n",
+              spread(d1, d2, 0.5), spread(d1, d2, 0.9), spread(g1, g2, 0.5), spread(g1, g2, 0.9));
+  std::sort(ratio.begin(), ratio.end());
+  std::printf("cudagraph's kernel time over do_bench's: median %.2f (below 1: do_bench timed the launch too); %zu "
+              "records not timed by cudagraph (calls that cannot be captured; on a CPU, every one)\n",
+              ratio.empty() ? NAN : ratio[ratio.size() / 2], fell_back);
+  print_phases({&d1, &g1});
+  return d1.ok && d2.ok && g1.ok && g2.ok ? 0 : 1;
+}
+
 // The exploit checks' cost: the same sweep with them off and on, twice in alternating order so
 // that a drift of the machine does not favour either (`once`: off, then on).
 int checks_cost(const std::string& data, const fs::path& dir, bool once) {
@@ -354,6 +408,7 @@ int main(int argc, char** argv) {
   bool full = false;
   bool full_default = false;
   bool cache_only = false;
+  bool graphs = false;
   int limit_s = 0;
   std::string ops;
   std::string data = BB_TRACES_DIR "/backendbench/backend_bench_problems_included.txt";
@@ -372,6 +427,8 @@ int main(int argc, char** argv) {
       full = full_default = true;
     else if (a == "--cache")
       cache_only = true;
+    else if (a == "--graphs")
+      graphs = true;
     else if (a == "--limit" && i + 1 < argc)
       limit_s = std::atoi(argv[++i]);
     else if (a == "--ops" && i + 1 < argc)
@@ -383,7 +440,7 @@ int main(int argc, char** argv) {
     else if (a == "--keep" && i + 1 < argc)
       dir = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_sweep [--quick | --cache | --checks [--once] | --full [--full-default] [--limit S]] "
+      std::fprintf(stderr, "usage: bench_sweep [--quick | --cache | --checks [--once] | --full [--full-default] [--limit S] | --graphs] "
                            "[--backend B] [--data TRACE] [--ops OPS] [--keep DIR]\n");
       return 2;
     }
@@ -393,6 +450,8 @@ int main(int argc, char** argv) {
     return checks_cost(data, dir, once);
   if (full)
     return full_set(data, dir, full_default, limit_s);
+  if (graphs)
+    return graphs_vs_do_bench(data, dir, ops.empty() ? std::string() : " --ops " + ops);
   auto cache = dir / "reference_cache";
   fs::remove_all(cache);
   std::ofstream(dir / "cache.toml") << "[timing]\nreference_cache_dir = \"" << cache.string() << "\"\n";

@@ -207,9 +207,10 @@ struct performance_record {
   /// When the speedup was above checks.suspicious_speedup: the first measurement's speedup,
   /// which the stricter one (in `speedup`) replaced; 0 otherwise.
   double unverified_speedup = 0.0;
-  /// Which timer measured `speedup`: "do_bench", "adaptive", "cpu_bench", or "synchronized"
-  /// (every call between two device synchronizations: a re-verified outlier, or a kernel that
-  /// left work off the timed stream).
+  /// Which timer measured `speedup`: "do_bench", "adaptive", "cudagraph" (replays of the
+  /// calls captured in CUDA graphs; "do_bench" instead when a side's call could not be
+  /// captured), "cpu_bench", or "synchronized" (every call between two device
+  /// synchronizations: a re-verified outlier, or a kernel that left work off the timed stream).
   std::string timer;
   MSGPACK_DEFINE_MAP(BB_FIELDS_PERFORMANCE_RECORD);
 };

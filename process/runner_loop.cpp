@@ -63,7 +63,7 @@ int serve_runner(int fd, const char* name, const runner_handlers& handlers) {
     }
     if (!send_reply(fd, reply))
       return 3;
-    if (spoils(reply))
+    if (spoils(reply) || (reply.kind == runner_reply_kind::result && handlers.spoiled && handlers.spoiled()))
       return 4;
   }
 }

@@ -21,6 +21,9 @@ struct runner_handlers {
   std::function<std::string(const runner_options&)> check;
   /// A job: its "result" reply; it may send "progress" frames on `fd` first.
   std::function<runner_reply(int fd, const runner_request&, const runner_options&)> evaluate;
+  /// After a job's result: whether the job left this process unfit for another (a CUDA graph
+  /// capture that failed can leave torch's default generator in capture mode). Optional.
+  std::function<bool()> spoiled;
 };
 
 /// One reply frame to the evaluator; false when the channel is gone.
@@ -28,7 +31,7 @@ bool send_reply(int fd, const runner_reply& reply);
 
 /// Serves requests on `fd`. Returns the runner's exit status: 0 stopped or the evaluator
 /// closed the channel, 3 the channel broke or a request was malformed, 4 a result left this
-/// process spoiled (a lost CUDA context, a kernel that replaced the timers), so the evaluator
+/// process spoiled (a lost CUDA context, a kernel that replaced the timers, `spoiled`), so the evaluator
 /// starts a fresh one. `name` prefixes its messages on stderr.
 int serve_runner(int fd, const char* name, const runner_handlers& handlers);
 

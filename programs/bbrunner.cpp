@@ -14,6 +14,7 @@
 #include "messages/runner_protocol.hpp"
 #include "process/runner_loop.hpp"
 #include "runner/python_kernel.hpp"
+#include "runner/timing.hpp"
 #include "runner/runner.hpp"
 
 namespace {
@@ -94,6 +95,7 @@ bb::runner_handlers handlers() {
   };
   h.resolve = bb::runner::resolve_schema;
   h.check = bb::runner::check_device;
+  h.spoiled = bb::runner::graph_capture_failed;
   h.evaluate = [](int fd, const bb::runner_request& req, const bb::runner_options& opts) {
     maybe_inject_fault(req.job);
     prepare_jit_folder(req);

@@ -72,9 +72,10 @@ void add_flags(CLI::App& app, flags& f) {
     ->check(CLI::PositiveNumber);
   app.add_flag("--list", f.list, "print the selected operators with their input counts and exit");
   app.add_option("--timer", f.timer,
-                 "do_bench (triton.testing.do_bench's procedure, the default) or adaptive (stop "
-                 "once the mean is known to timing.adaptive_rel_sem)")
-    ->check(CLI::IsMember({"do_bench", "adaptive"}));
+                 "do_bench (triton.testing.do_bench's procedure, the default), adaptive (stop "
+                 "once the mean is known to timing.adaptive_rel_sem) or cudagraph (do_bench on "
+                 "replays of each call captured in a CUDA graph: the device's time alone)")
+    ->check(CLI::IsMember({"do_bench", "adaptive", "cudagraph"}));
   app.add_flag("--no-reference-cache", f.no_reference_cache,
                "time the reference (aten) afresh instead of reusing the reference-time cache");
   app.add_flag("--smallest-inputs", f.smallest_inputs,

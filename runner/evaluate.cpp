@@ -788,6 +788,7 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
     ~hook_clock() { total += std::chrono::duration<double>(clock::now() - begin).count(); }
   };
   c10::IValue outputs[2];
+  c10::IValue graph_outputs[2]; // what each side's call returned when the cudagraph timer captured it
   uint64_t seed = input_seed(ctx.job.op_name, text);
   uint64_t measurement = 0; // 1 for an outlier's measurement again: fresh values there too
   double unverified = 0.0;
@@ -824,6 +825,14 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
       });
     };
     side.call = [k, ins, out](const call_point& p) { *out = k->call(ins[p.round % 2]); };
+    // The cudagraph timer replays the captured call: its outputs are the graph's, the same
+    // tensors every replay, refilled by it.
+    side.graph_output = [&graph_outputs, out, side_index](bool replayed) {
+      if (replayed)
+        *out = graph_outputs[side_index];
+      else
+        graph_outputs[side_index] = *out;
+    };
     side.after = [&, kernel_side, side_index, out](const call_point& p) {
       hook_clock hook{hook_seconds};
       own("keeping and poisoning a timed output", [&] {
@@ -946,6 +955,7 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   for (int side = 0; side < 2; ++side) {
     kept[side].clear();
     dropped[side] = call_copy{};
+    graph_outputs[side] = c10::IValue();
   }
   // The timer's wall time less its hooks' host time (check_timed), split between the sides by
   // the time their calls took.
@@ -968,6 +978,9 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
     rec.error_msg = "incorrect: " + wrong;
     return rec;
   }
+  if (!timing.timer_note.empty())
+    std::cerr << "bbrunner: " << ctx.job.op_name << ": timed with " << timing.timer << ", not " << ctx.opts.timer
+              << ": " << timing.timer_note << std::endl;
   bool cached_used = hit != nullptr && !synchronized;
   rec.reference_time_ms = timing.reference.mean_ms;
   rec.benchmark_time_ms = timing.kernel.mean_ms;
@@ -981,10 +994,14 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   rec.reference_drift = cached_used ? timing.reference_drift : 0.0;
   // Only a reference timed with the sweep's own timer is what the cache keeps: one timed in
   // full, or a calibration that found the cached figure stale.
-  if (!synchronized && cache_keeps(timing.reference_calibrated, timing.reference_drift))
+  // (and not one another timer measured in its place: the cache's key names the sweep's timer)
+  if (!synchronized && timing.timer.empty() && cache_keeps(timing.reference_calibrated, timing.reference_drift))
     rec.reference_round_means_ms = timing.reference.round_means_ms;
   rec.unverified_speedup = unverified;
-  rec.timer = synchronized ? "synchronized" : ctx.opts.device == "cuda" ? ctx.opts.timer : "cpu_bench";
+  rec.timer = synchronized                       ? "synchronized"
+              : ctx.opts.device != "cuda"        ? "cpu_bench"
+              : !timing.timer.empty()            ? timing.timer
+                                                 : ctx.opts.timer;
   return rec;
 }
 

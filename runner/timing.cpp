@@ -1,6 +1,7 @@
 #include "runner/timing.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -13,8 +14,14 @@
 
 #ifdef BB_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #endif
+
+#include <memory>
 
 namespace bb::runner {
 
@@ -282,10 +289,17 @@ void cuda_prime(cuda_side& side, at::Tensor& cache, const runner_options& opts, 
   side.repeat = share_of(side.full_repeat, share, opts.rounds);
 }
 
-// Timed calls, each after a cache flush outside its own event pair; read after a sync.
+// A side's call captured into CUDA graphs, one per round parity (the rounds take turns on two
+// sets of buffers): a timed call replays the graph of its round's parity.
+struct side_graphs {
+  std::unique_ptr<at::cuda::CUDAGraph> of[2];
+};
+
+// Timed calls, each after a cache flush outside its own event pair; read after a sync. With
+// `graphs`, each call is a replay of its parity's graph.
 struct queued_calls {
   std::vector<at::cuda::CUDAEvent> starts, ends;
-  void queue(const timed_side& side, int64_t round, at::Tensor& cache, int64_t n) {
+  void queue(const timed_side& side, int64_t round, at::Tensor& cache, int64_t n, side_graphs* graphs = nullptr) {
     auto checked = pick_checked(n);
     for (int64_t i = 0; i < n; ++i) {
       call_point p = checked.at(round, i);
@@ -295,8 +309,13 @@ struct queued_calls {
       starts.emplace_back(cudaEventDefault);
       ends.emplace_back(cudaEventDefault);
       starts.back().record();
-      side.call(p);
+      if (graphs)
+        graphs->of[round % 2]->replay();
+      else
+        side.call(p);
       ends.back().record();
+      if (graphs && side.graph_output)
+        side.graph_output(true);
       if (side.after)
         side.after(p);
     }
@@ -309,8 +328,63 @@ struct queued_calls {
   }
 };
 
+// One side's call captured into a CUDA graph on a stream of its own, as round `parity`'s call
+// (its `before` first, outside the capture, as for any call); null and `why` when it cannot be
+// (a synchronization, a value read to the host, memory taken outside PyTorch's allocator: what
+// a graph cannot hold). The capture's own failure is not the call's: the caller falls back.
+std::atomic<bool> capture_failed{false};
+
+std::unique_ptr<at::cuda::CUDAGraph> capture_call(const timed_side& side, int64_t parity, std::string& why) {
+  call_point p{parity, 0, false, false};
+  if (side.before)
+    side.before(p);
+  c10::cuda::device_synchronize();
+  auto graph = std::make_unique<at::cuda::CUDAGraph>();
+  auto stream = c10::cuda::getStreamFromPool();
+  bool begun = false;
+  try {
+    c10::cuda::CUDAStreamGuard on(stream);
+    // Thread-local: another thread of the process calling CUDA meanwhile does not spoil it.
+    graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+    begun = true;
+    side.call(p);
+    graph->capture_end();
+  } catch (const std::exception& e) {
+    why = e.what();
+    why = why.substr(0, why.find('\n'));
+    capture_failed = true;
+    if (begun) {
+      // Ends a capture the call left open (the error came from the call), and stops the
+      // allocator routing that stream's allocations to the graph's pool (unless capture_end
+      // got that far).
+      cudaGraph_t left = nullptr;
+      if (cudaStreamEndCapture(stream.stream(), &left) == cudaSuccess && left)
+        cudaGraphDestroy(left);
+      try {
+        c10::cuda::CUDACachingAllocator::endAllocateToPool(stream.device_index(), graph->pool());
+      } catch (const std::exception&) {
+      }
+    }
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  if (side.graph_output)
+    side.graph_output(false);
+  if (side.after)
+    side.after(p);
+  // The graph runs once before it is timed (its first launch uploads it to the device).
+  graph->replay();
+  if (side.graph_output)
+    side.graph_output(true);
+  if (side.after)
+    side.after(p);
+  c10::cuda::device_synchronize();
+  return graph;
+}
+
 paired_timing cuda_do_bench_pair(const timed_side& reference, const timed_side& kernel,
-                                 const runner_options& opts, const reference_plan& plan, const side_fn& on_side) {
+                                 const runner_options& opts, const reference_plan& plan, const side_fn& on_side,
+                                 bool graphs = false) {
   auto cache = at::empty({opts.flush_bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
   cuda_side ref{&reference}, ker{&kernel};
   if (!plan.skip) {
@@ -327,6 +401,28 @@ paired_timing cuda_do_bench_pair(const timed_side& reference, const timed_side& 
   tell(on_side, code_side::kernel);
   for (int64_t i = 0; i < ker.warmup; ++i)
     untimed_call(kernel, i);
+  // The cudagraph timer: both sides' calls captured after their warm-up (both or neither, so
+  // that the two sides are timed alike).
+  side_graphs ref_graphs, ker_graphs;
+  std::string fallback;
+  if (graphs) {
+    for (int64_t parity = 0; parity < 2 && fallback.empty(); ++parity) {
+      std::string why;
+      if (!plan.skip) {
+        tell(on_side, code_side::reference);
+        ref_graphs.of[parity] = capture_call(reference, parity, why);
+        if (!ref_graphs.of[parity])
+          fallback = "the reference's call cannot be captured in a CUDA graph: " + why;
+      }
+      if (fallback.empty()) {
+        tell(on_side, code_side::kernel);
+        ker_graphs.of[parity] = capture_call(kernel, parity, why);
+        if (!ker_graphs.of[parity])
+          fallback = "the kernel's call cannot be captured in a CUDA graph: " + why;
+      }
+    }
+    graphs = fallback.empty();
+  }
   int64_t rounds = std::max<int64_t>(1, std::min({opts.rounds, ker.repeat, plan.skip ? ker.repeat : ref.full_repeat}));
   std::vector<queued_calls> ref_q(static_cast<size_t>(rounds)), ker_q(static_cast<size_t>(rounds));
   for (int64_t r = 0; r < rounds; ++r) {
@@ -334,9 +430,11 @@ paired_timing cuda_do_bench_pair(const timed_side& reference, const timed_side& 
     for (int turn = 0; turn < 2; ++turn) {
       bool ref_turn = (turn == 0) == (r % 2 == 0);
       if (ref_turn && !plan.skip)
-        ref_q[static_cast<size_t>(r)].queue(reference, r, cache, share(ref.repeat, rounds, r));
+        ref_q[static_cast<size_t>(r)].queue(reference, r, cache, share(ref.repeat, rounds, r),
+                                            graphs ? &ref_graphs : nullptr);
       else if (!ref_turn)
-        ker_q[static_cast<size_t>(r)].queue(kernel, r, cache, share(ker.repeat, rounds, r));
+        ker_q[static_cast<size_t>(r)].queue(kernel, r, cache, share(ker.repeat, rounds, r),
+                                            graphs ? &ker_graphs : nullptr);
     }
   }
   tell(on_side, code_side::neither);
@@ -346,7 +444,12 @@ paired_timing cuda_do_bench_pair(const timed_side& reference, const timed_side& 
     ref_rounds.push_back(ref_q[static_cast<size_t>(r)].read());
     ker_rounds.push_back(ker_q[static_cast<size_t>(r)].read());
   }
-  return paired_from_rounds(plan, ref_rounds, ker_rounds);
+  auto out = paired_from_rounds(plan, ref_rounds, ker_rounds);
+  if (!fallback.empty()) {
+    out.timer = "do_bench";
+    out.timer_note = fallback;
+  }
+  return out;
 }
 
 // --- CUDA: the adaptive timer ----------------------------------------------------------------
@@ -527,6 +630,14 @@ bool built_with_cuda() {
 #endif
 }
 
+bool graph_capture_failed() {
+#ifdef BB_WITH_CUDA
+  return capture_failed;
+#else
+  return false;
+#endif
+}
+
 void synchronize(const std::string& device) {
 #ifdef BB_WITH_CUDA
   if (device == "cuda")
@@ -539,7 +650,7 @@ void synchronize(const std::string& device) {
 namespace {
 
 timed_side plain(const timed_fn& fn) {
-  return {nullptr, [&fn](const call_point& p) { fn(p.round); }, nullptr};
+  return {nullptr, [&fn](const call_point& p) { fn(p.round); }, nullptr, nullptr};
 }
 
 // The speedup's interval; a calibrated reference's drift from its cached figure.
@@ -559,7 +670,8 @@ paired_timing timed_pair(const timed_side& reference, const timed_side& kernel, 
   } else {
 #ifdef BB_WITH_CUDA
     out = opts.timer == "adaptive" ? cuda_adaptive_pair(reference, kernel, opts, plan, on_side)
-                                   : cuda_do_bench_pair(reference, kernel, opts, plan, on_side);
+                                   : cuda_do_bench_pair(reference, kernel, opts, plan, on_side,
+                                                        opts.timer == "cudagraph");
 #else
     throw std::runtime_error("this bbrunner was built without CUDA");
 #endif

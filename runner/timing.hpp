@@ -1,8 +1,10 @@
 #pragma once
 
 // The timers, in bbrunner's C++ code where kernel code cannot reach them: BackendBench's
-// cpu_bench on the CPU, triton.testing.do_bench's procedure on CUDA, and an adaptive timer
-// (opt-in) that stops once the mean is known well enough. Reference and kernel are timed in
+// cpu_bench on the CPU, triton.testing.do_bench's procedure on CUDA, an adaptive timer
+// (opt-in) that stops once the mean is known well enough, and a CUDA graph timer (opt-in) whose
+// timed calls are replays of each side's call captured once, so that the time measured is the
+// device's without the launch overhead of the call's host code. Reference and kernel are timed in
 // alternating rounds so that drift of the machine hits both alike, and the rounds give each
 // speedup a confidence interval.
 
@@ -59,6 +61,10 @@ struct timed_side {
   std::function<void(const call_point&)> before;
   std::function<void(const call_point&)> call;
   std::function<void(const call_point&)> after;
+  /// The cudagraph timer's: `false` right after `call` was captured into a graph (remember what
+  /// it returned: the graph's outputs), `true` after each replay (make that the call's output,
+  /// for `after` to keep or poison). Empty: `after` needs no output.
+  std::function<void(bool replayed)> graph_output;
 };
 
 /// The reference's and the kernel's timings, taken together.
@@ -70,6 +76,10 @@ struct paired_timing {
   /// now lies from the cached one (now / cached - 1).
   bool reference_calibrated = false;
   double reference_drift = 0.0;
+  /// The timer that measured, when it is not opts.timer: "do_bench" when the cudagraph timer
+  /// could not capture a side's call (`timer_note` says why).
+  std::string timer;
+  std::string timer_note;
 };
 
 /// A cached reference figure further than this from its calibration is replaced by the
@@ -85,7 +95,12 @@ inline bool cache_keeps(bool calibrated, double drift) {
 }
 
 /// Times `reference` and `kernel` alternately in opts.rounds rounds with opts.timer on
-/// opts.device, odd rounds with the kernel first. The interval includes the systematic
+/// opts.device, odd rounds with the kernel first. opts.timer "cudagraph" on CUDA: do_bench's
+/// procedure (estimate, warm-up, calls, each after an L2 flush outside its events) whose timed
+/// calls are replays of a CUDA graph of the side's call, captured once per round parity after the
+/// warm-up (each `before` refills the inputs the graph reads; `after` sees the graph's
+/// outputs through graph_output); a call that cannot be captured (it synchronizes, reads a
+/// value to the host, ...) makes the pair fall back to do_bench, told in `timer`. The interval includes the systematic
 /// uncertainty opts.systematic_rel_sd. With `cached_reference` (the reference's timing from
 /// the reference cache) the reference is calibrated: timed now in every round, alternating
 /// with the kernel as always, after the same warm-up, with opts.reference_calibration of a
@@ -145,5 +160,9 @@ void synchronize(const std::string& device);
 
 /// Whether this bbrunner was built with CUDA.
 bool built_with_cuda();
+
+/// Whether a CUDA graph capture of the cudagraph timer failed in this process: torch's default
+/// generator may be left in capture mode, so the runner takes no further job.
+bool graph_capture_failed();
 
 } // namespace bb::runner

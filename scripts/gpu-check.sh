@@ -11,7 +11,8 @@
 # the build (default: all of tests,timing,compile,sweep,campaign,sweepbench; sweepbench-quick
 # runs the sweep benchmark without its --topn 20 run; checks runs the exploit checks' cost,
 # the included set with them off and on; exploits runs the exploit corpus and the runner's
-# [gpu] tests alone; full runs every included input with the adaptive timer).
+# [gpu] tests alone; full runs every included input with the adaptive timer, stopped after
+# 420 s; graphs times every operator's smallest input with --timer cudagraph and do_bench).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=$(mkdir -p "${1:?usage: gpu-check.sh OUT_DIR [TRACES_DIR]}" && cd "$1" && pwd)
@@ -98,6 +99,11 @@ if want full; then
 step "the whole set (every included input, adaptive timer, one GPU)"
 timeout 590 "$build/bench/bench_sweep" --full --limit 420 --data "$traces/backendbench/backend_bench_problems_included.txt" \
   --keep "${TMPDIR:-/tmp}/bench_full" 2>&1 | tee "$out/bench_full.txt" | tail -30
+fi
+if want graphs; then
+step "kernel-only timing: --timer cudagraph against do_bench on every operator's smallest input"
+timeout 560 "$build/bench/bench_sweep" --graphs --data "$traces/backendbench/backend_bench_problems_included.txt" \
+  --keep "${TMPDIR:-/tmp}/bench_graphs" 2>&1 | tee "$out/bench_graphs.txt" | tail -20
 fi
 if want checks; then
 step "the exploit checks' cost (included set, aten, topn 1: off, on, on, off)"

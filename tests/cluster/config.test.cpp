@@ -124,7 +124,7 @@ TEST_CASE("each setting's documentation, scope and allowed values come from the 
   for (auto& d : setting_docs())
     docs[d.key] = d;
   REQUIRE(docs.size() == setting_names().size());
-  CHECK(docs["timing.timer"].allowed == "do_bench or adaptive");
+  CHECK(docs["timing.timer"].allowed == "do_bench, adaptive or cudagraph");
   CHECK(docs["timing.timer"].scope == setting_scope::sweep);
   CHECK(docs["timing.timer"].flag == "--timer");
   CHECK(docs["timing.timer"].default_text == "\"do_bench\"");
@@ -159,7 +159,9 @@ TEST_CASE("set_setting, as --set, takes any key, a string unquoted too, and name
   CHECK(describe(set_setting(s, "evaluator.call_timeout_s", "nan", "--set"))
         == "--set: evaluator.call_timeout_s must be a finite number of seconds in (0, 604800], not nan");
   CHECK(describe(set_setting(s, "timing.timer", "fast", "--set"))
-        == "--set: timing.timer must be do_bench or adaptive, not 'fast'");
+        == "--set: timing.timer must be do_bench, adaptive or cudagraph, not 'fast'");
+  REQUIRE_FALSE(set_setting(s, "timing.timer", "cudagraph", "--set"));
+  CHECK(s.timing.timer == "cudagraph");
   CHECK(describe(set_setting(s, "timing.nope", "1", "--set")).find("unknown key 'timing.nope'")
         != std::string::npos);
   // A refused value leaves the settings as they were.
@@ -195,10 +197,10 @@ TEST_CASE("sweep settings travel as text and come back the same on a node", "[cl
   CHECK(node.compile_workers == settings{}.compile_workers);
   // What a node cannot take is refused whole, naming the key.
   auto bad = sent;
-  bad["timing.timer"] = "\"cudagraph\"";
+  bad["timing.timer"] = "\"graphs\"";
   CHECK(describe(apply_sweep_settings(node, {{"evaluator.devices", "4"}}))
         == "evaluator.devices is a node setting, which a coordinator does not send");
-  CHECK(describe(apply_sweep_settings(node, bad)) == "timing.timer must be do_bench or adaptive, not 'cudagraph'");
+  CHECK(describe(apply_sweep_settings(node, bad)) == "timing.timer must be do_bench, adaptive or cudagraph, not 'graphs'");
   CHECK(node.timing.timer == "adaptive");
   auto applied = sent;
   applied["timing.rounds"] = "5";

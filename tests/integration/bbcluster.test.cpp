@@ -225,6 +225,25 @@ TEST_CASE("disabling output logs writes nothing and --devices runs several slots
   CHECK(r.err.find("over 2 evaluators") != std::string::npos);
 }
 
+TEST_CASE("the cudagraph timer is the sweep's, and a CPU slot times with cpu_bench and says so",
+          "[integration]") {
+  bb::test::temp_dir dir;
+  auto r = run(dir, "cd " + dir.path + " && " + bbcluster
+                      + " --suite smoke --timer cudagraph --set timing.cpu_runs=5 --log-dir run");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  auto record = json::parse(bb::test::read_file(dir / "run/sweep.json"));
+  CHECK(record["conditions"]["timing.timer"] == "cudagraph");
+  auto done = journal(dir / "run/results.jsonl");
+  REQUIRE(done.size() == 1);
+  REQUIRE(done[0]["performance"].size() == 1);
+  CHECK(done[0]["performance"][0]["timer"] == "cpu_bench");
+  CHECK(done[0]["performance"][0]["successfully_ran"] == true);
+  auto bad = run(dir, bbcluster + " --suite smoke --timer graphs");
+  CHECK(bad.status == 2);
+  CHECK_THAT(bad.err, Catch::Contains("cudagraph"));
+}
+
 TEST_CASE("bbnode --check evaluates relu on every slot", "[integration]") {
   bb::test::temp_dir dir;
   auto r = run(dir, BB_BIN_DIR "/bbnode --check --devices 2");
