@@ -21,6 +21,7 @@
 #include "actors/slot_watch.hpp"
 #include "cluster/local_nodes.hpp"
 #include "messages/errors.hpp"
+#include "messages/input_stream.hpp"
 #include "messages/runner_protocol.hpp"
 #include "process/proc.hpp"
 #include "process/runner_supervisor.hpp"
@@ -291,6 +292,14 @@ void sweep::start_coordinator() {
     ccfg.estimates = program::estimate_sweep_work(ccfg.work, s, slot_device());
   ccfg.earlier_shards = setup_.resumed.shards;
   ccfg.job_settings = pack_settings(runner_options_of(s));
+  // Each input as it ends, from local slots and nodes alike: the progress counts it then, not
+  // only when its operator (of up to thousands of inputs) ends.
+  ccfg.stream_tag = "sweep";
+  set_input_sink([board = board_](const std::string&, const eval_result& records, uint32_t index) {
+    if (!records.correctness.empty())
+      board->input_done(records.op_name, index);
+  });
+  stops_.push_back([] { set_input_sink({}); });
   ccfg.evaluate_timeout = std::chrono::duration_cast<caf::timespan>(
     std::chrono::duration<double>(evaluate_timeout_s(s)));
   coordinator_ = sys_->spawn(coordinator, ccfg, generator_, evaluators_, reporter_, local_.compiler);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include "results/scoring.hpp"
 
@@ -77,8 +78,31 @@ void progress_board::slot_gone(size_t slot) {
   }
 }
 
+void progress_board::forget_streamed(const std::string& op, uint64_t begin, uint64_t end) {
+  auto it = streamed_.find(op);
+  if (it == streamed_.end())
+    return;
+  auto& done = it->second;
+  for (auto i = done.lower_bound(begin); i != done.end() && *i < end;) {
+    i = done.erase(i);
+    --streamed_total_;
+  }
+  if (done.empty())
+    streamed_.erase(it);
+}
+
+void progress_board::input_done(const std::string& op, uint64_t index) {
+  std::lock_guard<std::mutex> guard(m_);
+  auto n = inputs_.find(op);
+  if (n == inputs_.end() || index >= n->second)
+    return;
+  if (streamed_[op].insert(index).second)
+    ++streamed_total_;
+}
+
 void progress_board::shard_finished(const eval_result& r) {
   std::lock_guard<std::mutex> guard(m_);
+  forget_streamed(r.op_name, r.shard.correctness_begin, r.shard.correctness_begin + r.shard.correctness_count);
   auto n = inputs_.find(r.op_name);
   uint64_t all = n == inputs_.end() ? r.shard.correctness_total : n->second;
   // A campaign evaluates each version on every shard: an input counts once.
@@ -91,6 +115,7 @@ void progress_board::shard_finished(const eval_result& r) {
 
 void progress_board::finished(const eval_result& r) {
   std::lock_guard<std::mutex> guard(m_);
+  forget_streamed(r.op_name, 0, std::numeric_limits<uint64_t>::max());
   auto before = s_.inputs_done;
   count(r);
   s_.inputs_done_here += s_.inputs_done - before;
@@ -104,6 +129,8 @@ void progress_board::stopping(const std::string& why) {
 progress_snapshot progress_board::snapshot() const {
   std::lock_guard<std::mutex> guard(m_);
   auto s = s_;
+  s.inputs_done = std::min(s.inputs_total, s.inputs_done + streamed_total_);
+  s.inputs_done_here += streamed_total_;
   s.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   return s;
 }

@@ -59,6 +59,10 @@ public:
   void slot_gone(size_t slot);
   /// One shard's terminal result: its inputs count as done.
   void shard_finished(const eval_result& r);
+  /// Input `index` (of the correctness inputs) of `op`, still running, ended: it counts as done
+  /// until its operator's or shard's result, which counts it for good (an operator of 1,957
+  /// inputs shows its progress as it goes, not only at its end).
+  void input_done(const std::string& op, uint64_t index);
   /// One operator's final result.
   void finished(const eval_result& r);
   /// The sweep is stopping: `why` is shown in place of the estimate.
@@ -79,6 +83,10 @@ private:
   std::map<std::string, uint64_t> inputs_;
   /// Inputs of unfinished operators counted from their shards.
   std::map<std::string, uint64_t> shard_inputs_;
+  /// Inputs of unfinished operators (or shards) that ended, by index: counted in the snapshot.
+  std::map<std::string, std::set<uint64_t>> streamed_;
+  uint64_t streamed_total_ = 0;
+  void forget_streamed(const std::string& op, uint64_t begin, uint64_t end);
   progress_snapshot s_;
   std::vector<std::string> failed_writes_;
   std::set<std::string> failed_seen_;

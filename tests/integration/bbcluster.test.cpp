@@ -244,6 +244,30 @@ TEST_CASE("the cudagraph timer is the sweep's, and a CPU slot times with cpu_ben
   CHECK_THAT(bad.err, Catch::Contains("cudagraph"));
 }
 
+TEST_CASE("the progress line counts each input as it ends, before its operator ends", "[integration]") {
+  bb::test::temp_dir dir;
+  std::string trace = "Operator: aten.relu.default\n";
+  for (int i = 0; i < 20; ++i)
+    trace += "cnt: 1, ((T([" + std::to_string(1024 + i) + ", 1024], f32),), {})\n";
+  bb::test::write_file(dir / "relu.txt", trace);
+  auto r = run(dir, "cd " + dir.path + " && " + bbcluster
+                      + " --suite torchbench --data relu.txt --set progress.interval_s=0.5"
+                        " --set timing.cpu_runs=100 --log-dir run");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  // One operator of 20 inputs: while it runs, the line counts its inputs as they end.
+  bool partial = false;
+  std::istringstream lines(r.err);
+  for (std::string line; std::getline(lines, line);) {
+    auto at = line.find("progress: 0/1 operators, ");
+    if (at == std::string::npos)
+      continue;
+    auto done = std::atoi(line.c_str() + at + std::string("progress: 0/1 operators, ").size());
+    partial = partial || (done > 0 && done < 20);
+  }
+  CHECK(partial);
+}
+
 TEST_CASE("bbnode --check evaluates relu on every slot", "[integration]") {
   bb::test::temp_dir dir;
   auto r = run(dir, BB_BIN_DIR "/bbnode --check --devices 2");

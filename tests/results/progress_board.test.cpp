@@ -86,6 +86,34 @@ TEST_CASE("a sharded operator's inputs count as its shards finish, each input on
   CHECK(s.inputs_done_here == 10);
 }
 
+TEST_CASE("each input counts as it ends, once, and its operator's or shard's result settles it",
+          "[results]") {
+  progress_board board({{"aten.conv.default", 2000}, {"aten.mm.default", 10}});
+  for (uint64_t i = 0; i < 300; ++i)
+    board.input_done("aten.conv.default", i);
+  board.input_done("aten.conv.default", 7);    // a retried attempt streams it again
+  board.input_done("aten.conv.default", 2000); // beyond the operator's inputs
+  board.input_done("aten.nosuch.default", 0);  // not the sweep's
+  auto s = board.snapshot();
+  CHECK(s.inputs_done == 300);
+  CHECK(s.inputs_done_here == 300);
+  CHECK(s.ops_done == 0);
+  CHECK(s.rate() > 0);
+  // A shard's result counts its span for good; the inputs streamed from it are not counted twice.
+  for (uint64_t i = 0; i < 6; ++i)
+    board.input_done("aten.mm.default", i);
+  auto shard = result_of("aten.mm.default", true);
+  shard.shard = {0, 4, 10, 0, 4, 10};
+  board.shard_finished(shard);
+  CHECK(board.snapshot().inputs_done == 306);
+  board.finished(result_of("aten.mm.default", true));
+  board.finished(result_of("aten.conv.default", true));
+  s = board.snapshot();
+  CHECK(s.ops_done == 2);
+  CHECK(s.inputs_done == 2010);
+  CHECK(s.inputs_done_here == 2010);
+}
+
 TEST_CASE("the progress block fits the terminal's width", "[results]") {
   progress_board board({{"aten.relu.default", 1}});
   auto slot = board.add_slot("a-node-with-a-long-name");
