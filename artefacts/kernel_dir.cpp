@@ -39,6 +39,10 @@ std::string kernel_artefact(kernel_kind kind, std::string source, const std::str
   out.source = std::move(source);
   out.hash = sha256_hex(out.source);
   out.entry = entry;
+  // A name, not a pattern: the entry point is looked for with a regular expression.
+  static const std::regex identifier("[A-Za-z_][A-Za-z0-9_]*");
+  if (!std::regex_match(out.entry, identifier))
+    return "the entry point '" + out.entry.substr(0, 80) + "' is not a name (letters, digits and '_')";
   if (!has_entry_point(out.kind, out.source, out.entry))
     return out.kind == kernel_kind::py ? "no function named " + out.entry + " (the entry point)"
                             : "no BBCLUSTER_EXPORT_KERNEL(" + out.entry + ") (the entry point)";

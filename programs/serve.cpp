@@ -143,8 +143,8 @@ std::string read_request(const json& msg, const settings& base, serve_request& o
     preq.suite_name = field_string(msg, "suite", "torchbench");
     preq.data = field_string(msg, "data");
     if (!preq.data.empty()) {
-      // Read on the server's socket thread: a plain file or folder only (never a FIFO or a
-      // device, which would block it or never end).
+      // A plain file or folder only (never a FIFO or a device, which would block the planner or
+      // never end).
       std::error_code ec;
       auto st = fs::status(preq.data, ec);
       if (ec || !fs::exists(st))
@@ -262,6 +262,9 @@ struct planned_request {
   std::string client_key; // and its key: a connection id used again by another is not it
   std::string client_name;
   std::string id;
+  /// What the client's `open` holds for it while it is read: this plan's own mark, so that a
+  /// request cancelled and sent again under its id is not taken for the first.
+  std::string mark;
   json msg;
   serve_request req;
   std::string why;
@@ -271,61 +274,74 @@ struct planned_request {
 // kernels' artefacts made) on a thread of its own, in the order they came, and hands each
 // plan to the socket's thread: a request's plan can take seconds (a large trace), and
 // meanwhile pings, status and every other client's messages are answered. One thread: the
-// plans of one client come back in the order it sent them.
+// plans of one client come back in the order it sent them. Its state is shared with the
+// thread, so that a plan that outlasts the server's stop hands nothing to a server gone.
 class planner {
 public:
-  planner(settings base, outbox& box) : base_(std::move(base)), box_(&box) {
-    thread_ = std::thread([this] { loop(); });
+  planner(settings base, outbox& box) : st_(std::make_shared<state>()) {
+    st_->base = std::move(base);
+    st_->box = &box;
+    std::thread([st = st_] { loop(st); }).detach();
   }
   planner(const planner&) = delete;
   planner& operator=(const planner&) = delete;
+  /// Those queued are dropped (the server answers their clients); a plan under way is waited
+  /// for a few seconds, then left to end on its own, its result dropped.
   ~planner() {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    // A plan under way is finished (reading a trace is bounded); those queued are dropped.
-    thread_.join();
+    std::unique_lock<std::mutex> lock(st_->m);
+    st_->closed = true;
+    st_->q.clear();
+    st_->wake.notify_all();
+    st_->wake.wait_for(lock, std::chrono::seconds(5), [&] { return st_->ended; });
   }
   void submit(std::shared_ptr<planned_request> p) {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      q_.push_back(std::move(p));
-    }
-    wake_.notify_one();
+    std::lock_guard<std::mutex> lock(st_->m);
+    st_->q.push_back(std::move(p));
+    st_->wake.notify_all();
   }
 
 private:
-  void loop() {
+  struct state {
+    std::mutex m;
+    std::condition_variable wake;
+    std::deque<std::shared_ptr<planned_request>> q;
+    bool closed = false;
+    bool ended = false;
+    settings base;
+    outbox* box = nullptr;
+  };
+  static void loop(const std::shared_ptr<state>& st) {
     for (;;) {
       std::shared_ptr<planned_request> p;
       {
-        std::unique_lock<std::mutex> lock(m_);
-        wake_.wait(lock, [&] { return stopping_ || !q_.empty(); });
-        if (stopping_)
+        std::unique_lock<std::mutex> lock(st->m);
+        st->wake.wait(lock, [&] { return st->closed || !st->q.empty(); });
+        if (st->closed) {
+          st->ended = true;
+          st->wake.notify_all();
           return;
-        p = std::move(q_.front());
-        q_.pop_front();
+        }
+        p = std::move(st->q.front());
+        st->q.pop_front();
       }
       try {
-        p->why = read_request(p->msg, base_, p->req);
+        p->why = read_request(p->msg, st->base, p->req);
       } catch (const std::exception& e) {
         p->why = std::string("cannot read this request: ") + e.what();
+      }
+      std::lock_guard<std::mutex> lock(st->m);
+      if (st->closed) {
+        st->ended = true;
+        st->wake.notify_all();
+        return;
       }
       outgoing o;
       o.key = p->client_key + "\n" + p->id;
       o.plan = std::move(p);
-      box_->push(std::move(o));
+      st->box->push(std::move(o));
     }
   }
-  const settings base_;
-  outbox* box_;
-  std::mutex m_;
-  std::condition_variable wake_;
-  std::deque<std::shared_ptr<planned_request>> q_;
-  bool stopping_ = false;
-  std::thread thread_;
+  std::shared_ptr<state> st_;
 };
 
 struct request_state {
@@ -504,6 +520,11 @@ public:
   void stop() {
     set_input_sink({});
     planner_.reset();
+    // Requests still being read were never accepted: their clients are told to send them again.
+    for (auto& [routing, c] : clients_)
+      for (auto& [id, mark] : c.open)
+        if (!mark.empty() && mark[0] == plan_mark)
+          refuse(routing, id, "the server stopped before it had read this request (not started): send it again");
     for (auto& [key, r] : requests_)
       caf::anon_send(r.coordinator, atom::halt_v);
     for (auto& [key, r] : requests_)
@@ -642,9 +663,11 @@ private:
                             "serve.max_requests allows; wait for one to finish");
       return;
     }
-    // Read on the planner's thread; the id is the client's meanwhile (a cancel or a bye drops it).
-    c.open[id] = "";
+    // Read on the planner's thread; the id is the client's meanwhile, under the plan's mark (a
+    // cancel or a bye drops it).
     auto p = std::make_shared<planned_request>();
+    p->mark = std::string(1, plan_mark) + std::to_string(++plans_);
+    c.open[id] = p->mark;
     p->routing = routing;
     p->client_key = c.key;
     p->client_name = c.name;
@@ -653,10 +676,14 @@ private:
     planner_->submit(std::move(p));
   }
 
-  // Whether `c` holds request `id` while the planner reads it.
-  static bool planning(const client_state& c, const std::string& id) {
+  // The first character of a plan's mark in a client's `open` (a request's key never has it).
+  static constexpr char plan_mark = '\x01';
+
+  // Whether `c` holds request `id` while the planner reads it (as plan `mark`, if given).
+  static bool planning(const client_state& c, const std::string& id, const std::string& mark = "") {
     auto o = c.open.find(id);
-    return o != c.open.end() && o->second.empty();
+    return o != c.open.end() && !o->second.empty() && o->second[0] == plan_mark
+           && (mark.empty() || o->second == mark);
   }
 
   // The connection `routing` of key `key`, if it is still here.
@@ -669,14 +696,14 @@ private:
   // it, or one that resumed it meanwhile), or refused; dropped when both left or cancelled it.
   void planned(planned_request& p) {
     auto* sender = client_at(p.routing, p.client_key);
-    if (sender && !planning(*sender, p.id))
+    if (sender && !planning(*sender, p.id, p.mark))
       sender = nullptr;
     client_state* taker = nullptr;
     std::string taker_routing;
-    if (auto w = resumers_.find({p.client_name, p.id}); w != resumers_.end()) {
+    if (auto w = resumers_.find(p.mark); w != resumers_.end()) {
       taker_routing = w->second.first;
       taker = client_at(taker_routing, w->second.second);
-      if (taker && !planning(*taker, p.id))
+      if (taker && !planning(*taker, p.id, p.mark))
         taker = nullptr;
       resumers_.erase(w);
     }
@@ -899,16 +926,25 @@ private:
     }
     // Sent a moment ago by another connection of the name and still with the planner: this
     // one takes it up once it is read (planned()).
+    std::vector<std::string> planned_marks;
     for (auto& [other, oc] : clients_)
-      if (&oc != &c && oc.name == c.name && planning(oc, id)) {
-        if (resumers_.count({c.name, id})) {
-          refuse(routing, id, "request " + id + " is being taken up by another connection");
-          return;
-        }
-        resumers_[{c.name, id}] = {routing, c.key};
-        c.open[id] = "";
+      if (&oc != &c && oc.name == c.name && planning(oc, id))
+        planned_marks.push_back(oc.open[id]);
+    if (planned_marks.size() > 1) {
+      refuse(routing, id, std::to_string(planned_marks.size()) + " requests " + id + " of clients named " + c.name
+                            + " are being read: which one is ambiguous");
+      return;
+    }
+    if (planned_marks.size() == 1) {
+      auto& mark = planned_marks.front();
+      if (resumers_.count(mark)) {
+        refuse(routing, id, "request " + id + " is being taken up by another connection");
         return;
       }
+      resumers_[mark] = {routing, c.key};
+      c.open[id] = mark;
+      return;
+    }
     std::vector<std::string> matches;
     for (auto& [key, r] : requests_)
       if (r.client_name == c.name && r.id == id)
@@ -981,14 +1017,15 @@ private:
 
   void cancel(const std::string& routing, client_state& c, const std::string& id) {
     auto open = c.open.find(id);
-    if (open != c.open.end() && open->second.empty()) {
+    if (open != c.open.end() && planning(c, id)) {
       // Still with the planner: it never starts, and its end is told at once; not for the
       // connection that sent it either, when this one had taken it up.
+      auto mark = open->second;
       c.open.erase(open);
-      if (auto w = resumers_.find({c.name, id}); w != resumers_.end() && w->second.first == routing) {
+      if (auto w = resumers_.find(mark); w != resumers_.end() && w->second.first == routing) {
         resumers_.erase(w);
         for (auto& [other, oc] : clients_)
-          if (&oc != &c && oc.name == c.name && planning(oc, id))
+          if (&oc != &c && planning(oc, id, mark))
             oc.open.erase(id);
       }
       send(routing, {{"kind", "cancelled"}, {"id", id}});
@@ -1071,7 +1108,16 @@ private:
 
   void deliver(outgoing o) {
     if (o.plan) {
-      planned(*o.plan);
+      try {
+        planned(*o.plan);
+      } catch (const std::exception& e) {
+        // Starting it failed (its folder, an actor): its client is told, the server goes on.
+        for (auto& [routing, c] : clients_)
+          if (planning(c, o.plan->id, o.plan->mark)) {
+            c.open.erase(o.plan->id);
+            refuse(routing, o.plan->id, std::string("the request could not start: ") + e.what());
+          }
+      }
       return;
     }
     auto it = requests_.find(o.key);
@@ -1178,9 +1224,10 @@ private:
   /// Requests finished, by (client name, id): their folder and `done`, for `resume`.
   std::map<std::pair<std::string, std::string>, std::pair<std::string, json>> finished_;
   std::deque<std::pair<std::string, std::string>> finished_order_;
-  /// Requests still with the planner that another connection resumed: (client name, id) ->
-  /// (the resuming connection's routing id, its key).
-  std::map<std::pair<std::string, std::string>, std::pair<std::string, std::string>> resumers_;
+  /// Requests still with the planner that another connection resumed: the plan's mark -> (the
+  /// resuming connection's routing id, its key).
+  std::map<std::string, std::pair<std::string, std::string>> resumers_;
+  uint64_t plans_ = 0;
   /// Reads `evaluate` messages off this thread; made once restore() is done, stopped first.
   std::unique_ptr<planner> planner_;
 };

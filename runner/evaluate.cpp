@@ -269,6 +269,31 @@ int64_t bytes_of(const built_call& call) {
   return total;
 }
 
+// The device of the first tensor of `call` that is not on a CUDA device; "" when none is.
+std::string first_off_cuda(const built_call& call) {
+  std::string found;
+  std::function<void(const c10::IValue&)> visit = [&](const c10::IValue& v) {
+    if (!found.empty())
+      return;
+    if (v.isTensor()) {
+      const auto& t = v.toTensor();
+      if (t.defined() && !t.is_cuda())
+        found = t.device().str();
+    } else if (v.isList()) {
+      for (const auto& x : v.toListRef())
+        visit(x);
+    } else if (v.isTuple()) {
+      for (const auto& x : v.toTupleRef().elements())
+        visit(x);
+    }
+  };
+  for (const auto& a : call.args)
+    visit(a);
+  for (const auto& [name, v] : call.kwargs)
+    visit(v);
+  return found;
+}
+
 // The tensors of a prepared input, as a call (what poison_outputs keeps).
 built_call tensors_of(const prepared_input& in) {
   built_call c;
@@ -788,7 +813,13 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
     ~hook_clock() { total += std::chrono::duration<double>(clock::now() - begin).count(); }
   };
   c10::IValue outputs[2];
-  c10::IValue graph_outputs[2]; // what each side's call returned when the cudagraph timer captured it
+  // What each side's call returned when the cudagraph timer captured it, per round parity.
+  c10::IValue graph_outputs[2][2];
+  // A graph would freeze the values of an input on the CPU (a 0-d tensor, a CPU operand): the
+  // fresh values of timed calls would not reach its replays.
+  std::string graph_refusal;
+  if (auto where = first_off_cuda(bufs[0]); !where.empty())
+    graph_refusal = "an input is on the " + where + ": a graph would freeze its values";
   uint64_t seed = input_seed(ctx.job.op_name, text);
   uint64_t measurement = 0; // 1 for an outlier's measurement again: fresh values there too
   double unverified = 0.0;
@@ -827,12 +858,14 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
     side.call = [k, ins, out](const call_point& p) { *out = k->call(ins[p.round % 2]); };
     // The cudagraph timer replays the captured call: its outputs are the graph's, the same
     // tensors every replay, refilled by it.
-    side.graph_output = [&graph_outputs, out, side_index](bool replayed) {
+    side.graph_output = [&graph_outputs, out, side_index](bool replayed, int64_t parity) {
+      auto& kept = graph_outputs[side_index][parity % 2];
       if (replayed)
-        *out = graph_outputs[side_index];
+        *out = kept;
       else
-        graph_outputs[side_index] = *out;
+        kept = *out;
     };
+    side.graph_refusal = graph_refusal;
     side.after = [&, kernel_side, side_index, out](const call_point& p) {
       hook_clock hook{hook_seconds};
       own("keeping and poisoning a timed output", [&] {
@@ -955,7 +988,7 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   for (int side = 0; side < 2; ++side) {
     kept[side].clear();
     dropped[side] = call_copy{};
-    graph_outputs[side] = c10::IValue();
+    graph_outputs[side][0] = graph_outputs[side][1] = c10::IValue();
   }
   // The timer's wall time less its hooks' host time (check_timed), split between the sides by
   // the time their calls took.
@@ -991,7 +1024,8 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   rec.timing_rounds = static_cast<uint32_t>(
     std::min(timing.reference.round_means_ms.size(), timing.kernel.round_means_ms.size()));
   rec.reference_cached = cached_used;
-  rec.reference_drift = cached_used ? timing.reference_drift : 0.0;
+  // (a fallback's do_bench figure told against a cached cudagraph one is no drift)
+  rec.reference_drift = cached_used && timing.timer.empty() ? timing.reference_drift : 0.0;
   // Only a reference timed with the sweep's own timer is what the cache keeps: one timed in
   // full, or a calibration that found the cached figure stale.
   // (and not one another timer measured in its place: the cache's key names the sweep's timer)

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -14,6 +16,7 @@
 
 #ifdef BB_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -21,7 +24,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
-#include <memory>
+#include "runner/stream_watch.hpp"
 
 namespace bb::runner {
 
@@ -315,7 +318,7 @@ struct queued_calls {
         side.call(p);
       ends.back().record();
       if (graphs && side.graph_output)
-        side.graph_output(true);
+        side.graph_output(true, round % 2);
       if (side.after)
         side.after(p);
     }
@@ -334,48 +337,92 @@ struct queued_calls {
 // a graph cannot hold). The capture's own failure is not the call's: the caller falls back.
 std::atomic<bool> capture_failed{false};
 
+// After a capture that failed: torch's default CUDA generator may have been left in capture
+// mode (its capture_prologue ran, its epilogue did not), in which eager random operators fail
+// or draw from the graph's state. A clone of its state (the same seed and offset, not
+// capturing) takes its place.
+void reset_default_generator() {
+  try {
+    auto gen = at::cuda::detail::getDefaultCUDAGenerator(c10::cuda::current_device());
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.graphsafe_set_state(gen.clone());
+  } catch (const std::exception&) {
+  }
+}
+
+// One side's call captured into a CUDA graph on a stream of its own, as round `parity`'s call
+// (its `before` first, outside the capture, as for any call); null and `why` when it cannot be
+// (a synchronization, a value read to the host, memory taken outside PyTorch's allocator, work
+// put on another stream while captured: what a graph cannot hold). The capture's own failure
+// is not the call's: the caller falls back to do_bench.
 std::unique_ptr<at::cuda::CUDAGraph> capture_call(const timed_side& side, int64_t parity, std::string& why) {
+  if (!side.graph_refusal.empty()) {
+    why = side.graph_refusal;
+    return nullptr;
+  }
+  if (capture_failed) {
+    why = "an earlier capture in this runner failed";
+    return nullptr;
+  }
   call_point p{parity, 0, false, false};
   if (side.before)
     side.before(p);
   c10::cuda::device_synchronize();
   auto graph = std::make_unique<at::cuda::CUDAGraph>();
   auto stream = c10::cuda::getStreamFromPool();
+  // A pool of our own: on a failed capture the graph cannot name its pool, and the allocator
+  // must stop routing the stream's allocations there and let the pool go.
+  auto pool = at::cuda::graph_pool_handle();
   bool begun = false;
+  stream_report seen;
   try {
     c10::cuda::CUDAStreamGuard on(stream);
-    // Thread-local: another thread of the process calling CUDA meanwhile does not spoil it.
-    graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+    // Watched: a call that puts work on another stream while captured (only then: it can
+    // tell, torch.cuda.is_current_stream_capturing) leaves it out of every replay.
+    stream_watch watch;
     begun = true;
+    // Thread-local: another thread of the process calling CUDA meanwhile does not spoil it.
+    graph->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
     side.call(p);
     graph->capture_end();
+    seen = watch.stop();
   } catch (const std::exception& e) {
     why = e.what();
     why = why.substr(0, why.find('\n'));
+  }
+  if (why.empty() && !seen.elsewhere.empty())
+    why = "while captured the call put work on another stream (" + seen.elsewhere.front() + ")";
+  if (!why.empty()) {
     capture_failed = true;
     if (begun) {
-      // Ends a capture the call left open (the error came from the call), and stops the
-      // allocator routing that stream's allocations to the graph's pool (unless capture_end
-      // got that far).
+      // Ends a capture the call left open, stops the allocator routing the stream's
+      // allocations to the pool (unless capture_end got that far) and lets the pool go.
       cudaGraph_t left = nullptr;
       if (cudaStreamEndCapture(stream.stream(), &left) == cudaSuccess && left)
         cudaGraphDestroy(left);
+      auto device = stream.device_index();
       try {
-        c10::cuda::CUDACachingAllocator::endAllocateToPool(stream.device_index(), graph->pool());
+        c10::cuda::CUDACachingAllocator::endAllocateToPool(device, pool);
+      } catch (const std::exception&) {
+      }
+      graph.reset();
+      try {
+        c10::cuda::CUDACachingAllocator::releasePool(device, pool);
       } catch (const std::exception&) {
       }
     }
     (void)cudaGetLastError();
+    reset_default_generator();
     return nullptr;
   }
   if (side.graph_output)
-    side.graph_output(false);
+    side.graph_output(false, parity);
   if (side.after)
     side.after(p);
   // The graph runs once before it is timed (its first launch uploads it to the device).
   graph->replay();
   if (side.graph_output)
-    side.graph_output(true);
+    side.graph_output(true, parity);
   if (side.after)
     side.after(p);
   c10::cuda::device_synchronize();
@@ -650,7 +697,7 @@ void synchronize(const std::string& device) {
 namespace {
 
 timed_side plain(const timed_fn& fn) {
-  return {nullptr, [&fn](const call_point& p) { fn(p.round); }, nullptr, nullptr};
+  return {nullptr, [&fn](const call_point& p) { fn(p.round); }, nullptr, nullptr, ""};
 }
 
 // The speedup's interval; a calibrated reference's drift from its cached figure.

@@ -61,10 +61,14 @@ struct timed_side {
   std::function<void(const call_point&)> before;
   std::function<void(const call_point&)> call;
   std::function<void(const call_point&)> after;
-  /// The cudagraph timer's: `false` right after `call` was captured into a graph (remember what
-  /// it returned: the graph's outputs), `true` after each replay (make that the call's output,
-  /// for `after` to keep or poison). Empty: `after` needs no output.
-  std::function<void(bool replayed)> graph_output;
+  /// The cudagraph timer's: `false` right after `call` was captured into the graph of round
+  /// parity `parity` (remember what it returned: that graph's outputs), `true` after each
+  /// replay of it (make them the call's output, for `after` to keep or poison). Empty: `after`
+  /// needs no output.
+  std::function<void(bool replayed, int64_t parity)> graph_output;
+  /// Why this side's call must not be captured at all (an input on the CPU, whose values a
+  /// graph would freeze); "" when it may be.
+  std::string graph_refusal;
 };
 
 /// The reference's and the kernel's timings, taken together.

@@ -139,4 +139,15 @@ TEST_CASE("the cudagraph timer: aten against itself is 1.00, an uncapturable cal
   CHECK(caught);
   auto flags = memo["flags"].dump();
   CHECK(flags.find("wrong_in_timed_calls") != std::string::npos);
+  // A kernel that can tell it is being captured, and captures no work the first time (the
+  // graph of even rounds): each round's graph has its own outputs, checked.
+  auto first_empty = run_small_relu(dir, relu_kernel_folder(dir, "first_empty",
+                                                            "    if torch.cuda.is_current_stream_capturing():\n"
+                                                            "        _memo['captures'] = _memo.get('captures', 0) + 1\n"
+                                                            "        if _memo['captures'] % 2 == 1:\n"
+                                                            "            return torch.empty_like(x)\n"
+                                                            "    return torch.relu(x)\n")
+                                          + " --timer cudagraph --no-reference-cache", "first_empty");
+  INFO(first_empty.dump().substr(0, 3000));
+  CHECK(first_empty["flags"].dump().find("wrong_in_timed_calls") != std::string::npos);
 }

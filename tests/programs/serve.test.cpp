@@ -56,6 +56,9 @@ TEST_CASE("a served request is refused before it starts, naming the field at fau
   CHECK(refusal(smoke_request({{"relu", {{"kind", "py"}}}})).find("no source") != std::string::npos);
   CHECK(refusal(smoke_request({{"relu", {{"kind", "py"}, {"source", "def f(x):\n    return x\n"}}}}))
           .find("relu_kernel_impl") != std::string::npos);
+  // An entry point is a name: never a pattern for the search that finds it.
+  CHECK(refusal(smoke_request({{"relu", {{"kind", "py"}, {"source", honest}, {"entry", "(a+)+$"}}}}))
+          .find("is not a name") != std::string::npos);
   auto with = [&](json settings) {
     auto msg = smoke_request({{"relu", py}});
     msg["settings"] = std::move(settings);

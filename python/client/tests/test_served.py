@@ -201,6 +201,29 @@ class ServedTest(unittest.TestCase):
             with self.assertRaises(RequestCancelled):
                 cancelled.result(finished / 3)
             self.assertEqual(sum(large.status()["requests"].values()), 0)
+        # Cancelled while read and sent again under the same id: the second is the one that runs.
+        raw = zmq.Context.instance().socket(zmq.DEALER)
+        raw.setsockopt(zmq.LINGER, 0)
+        raw.setsockopt(zmq.RCVTIMEO, 60000)
+        raw.connect(server.address)
+        raw.send(msgpack.packb({"kind": "hello", "proto": 1, "client": "again"}))
+        self.assertEqual(msgpack.unpackb(raw.recv())["kind"], "welcome")
+        quick = {k: str(v) for k, v in QUICK.items()}
+        raw.send(msgpack.packb({"kind": "evaluate", "id": "x", "kernels": {"relu": {"kind": "aten"}}, "data": trace,
+                                "topn": 1, "settings": quick}))
+        raw.send(msgpack.packb({"kind": "cancel", "id": "x"}))
+        raw.send(msgpack.packb({"kind": "evaluate", "id": "x", "kernels": {"relu": {"kind": "py", "source": HONEST}},
+                                "suite": "smoke", "settings": quick}))
+        kinds = []
+        while not (kinds and kinds[-1][0] == "done" and not kinds[-1][1]):
+            m = msgpack.unpackb(raw.recv())
+            if m["kind"] != "input":  # each input's progress, as it ends
+                kinds.append((m["kind"], m.get("cancelled", False),
+                              m.get("result", {}).get("provenance", {}).get("artefact_hash")))
+        self.assertEqual([k for k, _, _ in kinds], ["cancelled", "done", "accepted", "result", "done"], kinds)
+        self.assertTrue(kinds[1][1])  # the first's end, cancelled
+        self.assertNotEqual(kinds[3][2], "aten")  # the result is the second's kernel, not the first's aten
+        raw.close()
 
     def test_submit_from_the_shell(self):
         server = self.start("--devices", "1")
