@@ -17,24 +17,30 @@ namespace {
 
 const std::string bbcluster = BB_BIN_DIR "/bbcluster";
 
-json run_relu_sweep(const bb::test::temp_dir& dir, const std::string& kernels, const std::string& name) {
-  bb::test::write_file(dir / "relu.txt", "Operator: aten.relu.default\n"
-                                         "cnt: 1, ((T([4096, 4096], f16),), {})\n"
-                                         "cnt: 1, ((T([64, 128, 512], f32),), {})\n");
-  bb::test::write_file(dir / "settings.toml", "[compile]\ncache_dir = \"" BB_TEST_CACHE "\"\n");
+// bbcluster with `args`, its run folder dir/name: the journal's first line.
+json first_result(const bb::test::temp_dir& dir, const std::string& args, const std::string& name) {
   auto logs = dir / name;
-  auto line = bbcluster + " --suite torchbench --data " + dir / "relu.txt"
-              + " --backend directory --ops-directory " BB_SOURCE_DIR "/tests/kernels/" + kernels
-              + " --devices 1 --config " + dir / "settings.toml" + " --log-dir " + logs + " >"
-              + dir / "stdout" + " 2>" + dir / "stderr" + " </dev/null";
+  auto line = bbcluster + " " + args + " --log-dir " + logs + " >" + dir / "stdout" + " 2>" + dir / (name + ".err")
+              + " </dev/null";
   int raw = std::system(line.c_str());
-  INFO(bb::test::read_file(dir / "stderr"));
+  INFO(bb::test::read_file(dir / (name + ".err")));
   REQUIRE(WIFEXITED(raw));
   REQUIRE(WEXITSTATUS(raw) == 0);
   std::istringstream journal(bb::test::read_file(logs + "/results.jsonl"));
   std::string first;
   std::getline(journal, first);
   return json::parse(first);
+}
+
+json run_relu_sweep(const bb::test::temp_dir& dir, const std::string& kernels, const std::string& name) {
+  bb::test::write_file(dir / "relu.txt", "Operator: aten.relu.default\n"
+                                         "cnt: 1, ((T([4096, 4096], f16),), {})\n"
+                                         "cnt: 1, ((T([64, 128, 512], f32),), {})\n");
+  bb::test::write_file(dir / "settings.toml", "[compile]\ncache_dir = \"" BB_TEST_CACHE "\"\n");
+  return first_result(dir,
+                      "--suite torchbench --data " + dir / "relu.txt" + " --backend directory --ops-directory "
+                        BB_SOURCE_DIR "/tests/kernels/" + kernels + " --devices 1 --config " + dir / "settings.toml",
+                      name);
 }
 
 void check_relu(const json& r) {
@@ -72,17 +78,7 @@ json run_small_relu(const bb::test::temp_dir& dir, const std::string& flags, con
   bb::test::write_file(dir / "small_relu.txt", "Operator: aten.relu.default\n"
                                                "cnt: 1, ((T([4096], f32),), {})\n"
                                                "cnt: 1, ((T([64, 256], f16),), {})\n");
-  auto logs = dir / name;
-  auto line = bbcluster + " --suite torchbench --data " + dir / "small_relu.txt" + " --devices 1 " + flags
-              + " --log-dir " + logs + " >" + dir / "stdout" + " 2>" + dir / (name + ".err") + " </dev/null";
-  int raw = std::system(line.c_str());
-  INFO(bb::test::read_file(dir / (name + ".err")));
-  REQUIRE(WIFEXITED(raw));
-  REQUIRE(WEXITSTATUS(raw) == 0);
-  std::istringstream journal(bb::test::read_file(logs + "/results.jsonl"));
-  std::string first;
-  std::getline(journal, first);
-  return json::parse(first);
+  return first_result(dir, "--suite torchbench --data " + dir / "small_relu.txt" + " --devices 1 " + flags, name);
 }
 
 // A relu kernel in the directory backend's layout, with `body` as its function's body.
