@@ -90,7 +90,7 @@ def latency(args, work):
     try:
         with Client(server.address, name="latency") as c:
             c.evaluate("relu", RELU, suite="smoke", settings=QUICK_TIMER)  # starts the runner
-            served, runner, phases = [], [], {}
+            served, runner, phases, restarts = [], [], {}, 0
             for _ in range(args.repeats):
                 started = time.perf_counter()
                 r = c.evaluate("relu", RELU, suite="smoke", settings=QUICK_TIMER)
@@ -98,6 +98,7 @@ def latency(args, work):
                 runner.append(r.raw.get("wall_seconds", 0.0))
                 for name, seconds in r.raw.get("phases", {}).items():
                     phases.setdefault(name, []).append(seconds)
+                restarts += 1 if r.raw.get("runner_restarts", 0) else 0
                 assert r.correct, r.raw
     finally:
         server.stop()
@@ -121,6 +122,7 @@ def latency(args, work):
     # Where a served job's time goes (the job's profile phases, each a median over the calls).
     largest = sorted(((statistics.median(v), k) for k, v in phases.items()), reverse=True)[:8]
     print("  the job's largest phases (medians):   " + ", ".join(f"{k} {m * 1000:.1f} ms" for m, k in largest))
+    print(f"  jobs that found their runner restarted: {restarts} of {args.repeats}")
     print(f"  fresh bbcluster command:              median {statistics.median(fresh) * 1000:8.1f} ms "
           f"({args.fresh_repeats} runs)")
     print(f"  fresh command / warm service:         {statistics.median(fresh) / statistics.median(served):8.1f}x")
