@@ -1015,6 +1015,19 @@ private:
     return json::parse(json(r).dump(-1, ' ', false, json::error_handler_t::replace));
   }
 
+  // A request's end, as its client is told: its scores (BackendBench's lines in `text`).
+  static json done_message(const std::string& id, const scores& s, const std::string& text, bool cancelled,
+                           const std::string& folder) {
+    return {{"kind", "done"},
+            {"id", id},
+            {"scores",
+             {{"correctness", s.correctness}, {"performance", s.performance}, {"perf_at_p", s.perf_at_p},
+              {"perf_at_p_significant", s.perf_at_p_significant}}},
+            {"scores_text", text},
+            {"cancelled", cancelled},
+            {"folder", folder}};
+  }
+
   void cancel(const std::string& routing, client_state& c, const std::string& id) {
     auto open = c.open.find(id);
     if (open != c.open.end() && planning(c, id)) {
@@ -1029,10 +1042,9 @@ private:
             oc.open.erase(id);
       }
       send(routing, {{"kind", "cancelled"}, {"id", id}});
-      send(routing, {{"kind", "done"}, {"id", id}, {"cancelled", true}, {"folder", ""},
-                     {"scores", {{"correctness", 0.0}, {"performance", 0.0}, {"perf_at_p", 0.0},
-                                 {"perf_at_p_significant", 0.0}}},
-                     {"scores_text", ""}});
+      scores none;
+      none.performance = 0.0; // nothing ran
+      send(routing, done_message(id, none, "", true, ""));
       return;
     }
     auto it = open == c.open.end() ? requests_.end() : requests_.find(open->second);
@@ -1154,15 +1166,8 @@ private:
       send(r.routing, {{"kind", "result"}, {"id", r.id}, {"result", record}});
       return;
     }
-    auto s = score_results(r.results, r.p);
-    json done{{"kind", "done"},
-              {"id", r.id},
-              {"scores",
-               {{"correctness", s.correctness}, {"performance", s.performance}, {"perf_at_p", s.perf_at_p},
-                {"perf_at_p_significant", s.perf_at_p_significant}}},
-              {"scores_text", o.report.scores_text},
-              {"cancelled", r.cancelled || o.report.partial},
-              {"folder", r.folder}};
+    auto done = done_message(r.id, score_results(r.results, r.p), o.report.scores_text,
+                             r.cancelled || o.report.partial, r.folder);
     if (!o.error.empty())
       done["error"] = o.error;
     done = json::parse(done.dump(-1, ' ', false, json::error_handler_t::replace));

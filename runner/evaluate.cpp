@@ -269,31 +269,6 @@ int64_t bytes_of(const built_call& call) {
   return total;
 }
 
-// The device of the first tensor of `call` that is not on a CUDA device; "" when none is.
-std::string first_off_cuda(const built_call& call) {
-  std::string found;
-  std::function<void(const c10::IValue&)> visit = [&](const c10::IValue& v) {
-    if (!found.empty())
-      return;
-    if (v.isTensor()) {
-      const auto& t = v.toTensor();
-      if (t.defined() && !t.is_cuda())
-        found = t.device().str();
-    } else if (v.isList()) {
-      for (const auto& x : v.toListRef())
-        visit(x);
-    } else if (v.isTuple()) {
-      for (const auto& x : v.toTupleRef().elements())
-        visit(x);
-    }
-  };
-  for (const auto& a : call.args)
-    visit(a);
-  for (const auto& [name, v] : call.kwargs)
-    visit(v);
-  return found;
-}
-
 // The tensors of a prepared input, as a call (what poison_outputs keeps).
 built_call tensors_of(const prepared_input& in) {
   built_call c;
@@ -818,8 +793,10 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   // A graph would freeze the values of an input on the CPU (a 0-d tensor, a CPU operand): the
   // fresh values of timed calls would not reach its replays.
   std::string graph_refusal;
-  if (auto where = first_off_cuda(bufs[0]); !where.empty())
-    graph_refusal = "an input is on the " + where + ": a graph would freeze its values";
+  each_tensor(bufs[0], [&](const at::Tensor& t) {
+    if (graph_refusal.empty() && !t.is_cuda())
+      graph_refusal = "an input is on the " + t.device().str() + ": a graph would freeze its values";
+  });
   uint64_t seed = input_seed(ctx.job.op_name, text);
   uint64_t measurement = 0; // 1 for an outlier's measurement again: fresh values there too
   double unverified = 0.0;

@@ -30,8 +30,6 @@
 
 namespace bb::runner {
 
-namespace {
-
 // Every tensor of a value, a sparse one as its indices and values.
 void each_tensor(const c10::IValue& v, const std::function<void(const at::Tensor&)>& f) {
   if (v.isTensor()) {
@@ -62,6 +60,8 @@ void each_tensor(const built_call& call, const std::function<void(const at::Tens
   for (const auto& [name, v] : call.kwargs)
     each_tensor(v, f);
 }
+
+namespace {
 
 // A tensor over all of `t`'s storage, as elements of `dtype`; undefined when the storage is not
 // a whole number of them or is not plain memory.

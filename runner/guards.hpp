@@ -23,6 +23,11 @@
 
 namespace bb::runner {
 
+/// Calls `f` with every defined tensor of `v` or `call` (nested lists and tuples included), a
+/// sparse one as its indices and values.
+void each_tensor(const c10::IValue& v, const std::function<void(const at::Tensor&)>& f);
+void each_tensor(const built_call& call, const std::function<void(const at::Tensor&)>& f);
+
 /// Refills every floating-point (and complex) tensor of `call` in place, over its whole
 /// storage, with make_tensor's distribution (uniform in [0, 1)) drawn from `seed`: the same
 /// kinds of values as the input's own, but ones no earlier call has seen. Integer and bool

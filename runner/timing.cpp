@@ -331,10 +331,7 @@ struct queued_calls {
   }
 };
 
-// One side's call captured into a CUDA graph on a stream of its own, as round `parity`'s call
-// (its `before` first, outside the capture, as for any call); null and `why` when it cannot be
-// (a synchronization, a value read to the host, memory taken outside PyTorch's allocator: what
-// a graph cannot hold). The capture's own failure is not the call's: the caller falls back.
+// Whether a capture failed in this process (graph_capture_failed).
 std::atomic<bool> capture_failed{false};
 
 // After a capture that failed: torch's default CUDA generator may have been left in capture
