@@ -302,7 +302,15 @@ struct side_graphs {
 // `graphs`, each call is a replay of its parity's graph.
 struct queued_calls {
   std::vector<at::cuda::CUDAEvent> starts, ends;
-  void queue(const timed_side& side, int64_t round, at::Tensor& cache, int64_t n, side_graphs* graphs = nullptr) {
+  // With `spanned`, an event before the first call's preparation: span_ms() is then the
+  // device's time for all of the batch, flushes and preparations included.
+  std::unique_ptr<at::cuda::CUDAEvent> first;
+  void queue(const timed_side& side, int64_t round, at::Tensor& cache, int64_t n, side_graphs* graphs = nullptr,
+             bool spanned = false) {
+    if (spanned) {
+      first = std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault);
+      first->record();
+    }
     auto checked = pick_checked(n);
     for (int64_t i = 0; i < n; ++i) {
       call_point p = checked.at(round, i);
@@ -328,6 +336,9 @@ struct queued_calls {
     for (size_t i = from; i < starts.size(); ++i)
       out.push_back(starts[i].elapsed_time(ends[i]));
     return out;
+  }
+  double span_ms() const {
+    return first && !ends.empty() ? static_cast<double>(first->elapsed_time(ends.back())) : 0.0;
   }
 };
 
@@ -499,22 +510,27 @@ paired_timing cuda_do_bench_pair(const timed_side& reference, const timed_side& 
 // --- CUDA: the adaptive timer ----------------------------------------------------------------
 
 // Batches of calls, alternating between the sides, until each side's standard error of the
-// mean is under opts.adaptive_rel_sem (after at least opts.adaptive_min_calls calls) or its
-// timed calls add up to the repetition budget, and never before two rounds (so that every
-// speedup has an interval). Each batch is a round. A calibration (`share` below 1) makes that
-// share of each round's calls (at least one) in every round the kernel is timed, with that
-// share of the budget, of the minimum calls and of the calls the standard error asks for (its
-// bound over the square root of the share); its warm-up is the kernel's.
+// mean is under opts.adaptive_rel_sem (after at least opts.adaptive_min_calls calls) or the
+// device time its batches took (each call's L2 flush and preparation included, as do_bench's
+// estimate counts them) adds up to the repetition budget, and never before two rounds (so
+// that every speedup has an interval). Each batch is a round; after the first two, a batch
+// is as long as the spread seen so far says the standard error needs (at least
+// adaptive_batch and at most as many calls as made so far), so that a noisy input takes a
+// few long batches rather than many synchronizations. A calibration (`share` below 1) makes
+// that share of each round's calls (at least one) in every round the kernel is timed, with
+// that share of the budget, of the minimum calls and of the calls the standard error asks for
+// (its bound over the square root of the share); its warm-up is the kernel's.
 paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& kernel,
                                  const runner_options& opts, const reference_plan& plan, const side_fn& on_side) {
   auto cache = at::empty({opts.flush_bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
-  constexpr int64_t batch = 5;
+  constexpr int64_t adaptive_batch = 5;
   struct state {
     const timed_side* fn;
     bool done;
     double share;
     std::vector<std::vector<double>> rounds;
     std::vector<double> all;
+    double spent_ms = 0.0; // the device time of its batches
   };
   state sides[2] = {{&reference, plan.skip, plan.share, {}, {}}, {&kernel, false, 1.0, {}, {}}};
   for (auto& s : sides) {
@@ -526,30 +542,56 @@ paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& 
   }
   tell(on_side, code_side::neither);
   c10::cuda::device_synchronize();
-  auto converged = [&](const state& s) {
+  auto min_calls = [&](const state& s) {
+    auto m = static_cast<int64_t>(std::ceil(s.share * static_cast<double>(opts.adaptive_min_calls)));
+    return std::max<int64_t>(2, m);
+  };
+  auto bound = [&](const state& s) { return opts.adaptive_rel_sem / std::sqrt(s.share); };
+  // The mean and the standard error's ratio to it; {0, inf} before two calls.
+  auto spread = [](const state& s) -> std::pair<double, double> {
     auto n = static_cast<int64_t>(s.all.size());
-    double sum = std::accumulate(s.all.begin(), s.all.end(), 0.0);
-    if (s.rounds.size() < 2)
-      return false;
-    if (sum >= s.share * opts.gpu_rep_ms)
-      return true; // the budget is spent: as precise as do_bench would be
-    auto min_calls = static_cast<int64_t>(std::ceil(s.share * static_cast<double>(opts.adaptive_min_calls)));
-    if (n < std::max<int64_t>(2, min_calls))
-      return false;
-    double mean = sum / static_cast<double>(n);
+    if (n < 2)
+      return {0.0, INFINITY};
+    double mean = std::accumulate(s.all.begin(), s.all.end(), 0.0) / static_cast<double>(n);
     double var = 0.0;
     for (double x : s.all)
       var += (x - mean) * (x - mean);
     var /= static_cast<double>(n - 1);
-    double sem = std::sqrt(var / static_cast<double>(n));
-    return mean > 0 && sem / mean < opts.adaptive_rel_sem / std::sqrt(s.share);
+    return {mean, mean > 0 ? std::sqrt(var / static_cast<double>(n)) / mean : INFINITY};
+  };
+  auto converged = [&](const state& s) {
+    if (s.rounds.size() < 2)
+      return false;
+    if (s.spent_ms >= s.share * opts.gpu_rep_ms)
+      return true; // the budget is spent: as precise as do_bench would be
+    if (static_cast<int64_t>(s.all.size()) < min_calls(s))
+      return false;
+    auto [mean, rel_sem] = spread(s);
+    return mean > 0 && rel_sem < bound(s);
+  };
+  // The next batch's calls for a full timing: what the standard error still asks for.
+  auto next_batch = [&](const state& s) -> int64_t {
+    auto n = static_cast<int64_t>(s.all.size());
+    if (s.rounds.size() < 2)
+      return adaptive_batch;
+    auto [mean, rel_sem] = spread(s);
+    int64_t wanted = adaptive_batch;
+    if (mean > 0 && std::isfinite(rel_sem)) {
+      // rel_sem shrinks as 1/sqrt(n): n * (rel_sem / bound)^2 calls in all reach the bound.
+      double ratio = rel_sem / bound(s);
+      wanted = static_cast<int64_t>(std::ceil(static_cast<double>(n) * ratio * ratio)) - n;
+    }
+    wanted = std::max(wanted, min_calls(s) - n);
+    return std::clamp<int64_t>(wanted, adaptive_batch, std::max<int64_t>(adaptive_batch, n));
   };
   for (int64_t round = 0; !sides[0].done || !sides[1].done; ++round) {
     queued_calls q[2];
+    // A calibrating reference follows the kernel's batch size (its share of it).
+    int64_t batch = next_batch(sides[1].done ? sides[0] : sides[1]);
     for (int turn = 0; turn < 2; ++turn) {
       int i = round % 2 == 0 ? turn : 1 - turn;
       if (!sides[i].done)
-        q[i].queue(*sides[i].fn, round, cache, share_of(batch, sides[i].share, 1));
+        q[i].queue(*sides[i].fn, round, cache, share_of(batch, sides[i].share, 1), nullptr, true);
     }
     c10::cuda::device_synchronize();
     // The kernel first: a calibrating reference is done only once the kernel is too, so that it
@@ -558,6 +600,7 @@ paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& 
       if (sides[i].done)
         continue;
       auto times = q[i].read();
+      sides[i].spent_ms += q[i].span_ms();
       sides[i].all.insert(sides[i].all.end(), times.begin(), times.end());
       sides[i].rounds.push_back(std::move(times));
       sides[i].done = converged(sides[i]) && (sides[i].share >= 1.0 || sides[1].done);
