@@ -90,7 +90,7 @@ def latency(args, work):
     try:
         with Client(server.address, name="latency") as c:
             c.evaluate("relu", RELU, suite="smoke", settings=QUICK_TIMER)  # starts the runner
-            served, runner, phases, restarts, after_input, beyond_timer = [], [], {}, 0, [], []
+            served, runner, phases, restarts, after_input, beyond_timer, flags = [], [], {}, 0, [], [], {}
             for _ in range(args.repeats):
                 last_input = []
                 started = time.perf_counter()
@@ -106,6 +106,8 @@ def latency(args, work):
                 for name, seconds in r.raw.get("phases", {}).items():
                     phases.setdefault(name, []).append(seconds)
                 restarts += 1 if r.raw.get("runner_restarts", 0) else 0
+                for flag in r.raw.get("flags", []):
+                    flags[flag] = flags.get(flag, 0) + 1
                 assert r.correct, r.raw
     finally:
         server.stop()
@@ -134,6 +136,7 @@ def latency(args, work):
         # The request's end (its reports, scores and answer) after its last input streamed back.
         print(f"  from the last input's record to the answer: median {statistics.median(after_input) * 1000:8.1f} ms")
     print(f"  jobs that found their runner restarted: {restarts} of {args.repeats}")
+    print(f"  flags on the results:                 {flags or 'none'}")
     print(f"  fresh bbcluster command:              median {statistics.median(fresh) * 1000:8.1f} ms "
           f"({args.fresh_repeats} runs)")
     print(f"  fresh command / warm service:         {statistics.median(fresh) / statistics.median(served):8.1f}x")

@@ -4,11 +4,14 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <execinfo.h>
+#include <unistd.h>
 
 #include "artefacts/jit_cache.hpp"
 #include "messages/runner_protocol.hpp"
@@ -87,6 +90,49 @@ bb::runner_reply evaluate(int fd, const bb::runner_request& req, const bb::runne
   return reply;
 }
 
+// A fatal signal (a kernel's fault, or bbrunner's own) leaves the native stack in the runner's
+// log before the process dies of it as it would have: the evaluator still sees the signal,
+// and whoever reads the log sees where. Python's faulthandler (on once Python starts) adds
+// the Python stacks first.
+void on_fatal_signal(int sig) {
+  static const char head[] = "bbrunner: fatal signal ";
+  char number[8];
+  int n = sig, len = 0;
+  char digits[8];
+  do {
+    digits[len++] = static_cast<char>('0' + n % 10);
+    n /= 10;
+  } while (n > 0 && len < 7);
+  for (int i = 0; i < len; ++i)
+    number[i] = digits[len - 1 - i];
+  (void)!write(STDERR_FILENO, head, sizeof head - 1);
+  (void)!write(STDERR_FILENO, number, static_cast<size_t>(len));
+  (void)!write(STDERR_FILENO, "; native stack:\n", 16);
+  void* frames[64];
+  int depth = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, depth, STDERR_FILENO);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void log_fatal_signals() {
+  // On a stack of its own: a stack overflow is one of the faults worth telling.
+  static char alternate[1 << 16];
+  stack_t ss{};
+  ss.ss_sp = alternate;
+  ss.ss_size = sizeof alternate;
+  sigaltstack(&ss, nullptr);
+  void* warm[1];
+  backtrace(warm, 1); // loads libgcc now, not inside the handler
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_fatal_signal;
+  sa.sa_flags = SA_RESETHAND | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
+    sigaction(sig, &sa, nullptr);
+}
+
 bb::runner_handlers handlers() {
   bb::runner_handlers h;
   h.configure = [](const bb::runner_options& opts) {
@@ -126,5 +172,6 @@ int main(int argc, char** argv) {
     std::cerr << "bbrunner: --fd is required (bbrunner is started by an evaluator)\n";
     return 2;
   }
+  log_fatal_signals();
   return bb::serve_runner(fd, "bbrunner", handlers());
 }
