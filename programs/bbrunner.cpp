@@ -92,8 +92,8 @@ bb::runner_reply evaluate(int fd, const bb::runner_request& req, const bb::runne
 
 // A fatal signal (a kernel's fault, or bbrunner's own) leaves the native stack in the runner's
 // log before the process dies of it as it would have: the evaluator still sees the signal,
-// and whoever reads the log sees where. Python's faulthandler (on once Python starts) adds
-// the Python stacks first.
+// and whoever reads the log sees where. (Not Python's faulthandler: it re-raises the signal
+// from its own handler, and the stack it leaves for this one is its own.)
 void on_fatal_signal(int sig) {
   static const char head[] = "bbrunner: fatal signal ";
   char number[8];

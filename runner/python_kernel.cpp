@@ -20,15 +20,8 @@ namespace {
 // What is easier said in Python: loading a file as a module, the timing functions a kernel
 // could replace, and a traceback without the frames of this helper and of importlib.
 constexpr const char* helper_code = R"PY(
-import faulthandler, importlib.util, os, sys, threading, time, traceback
+import importlib.util, os, sys, threading, time, traceback
 import torch
-
-# A fatal signal prints every thread's Python stack to the runner's log, then bbrunner's
-# handler adds the native one.
-try:
-    faulthandler.enable(all_threads=True)
-except Exception:
-    pass
 
 def load(path, name):
     folder = os.path.dirname(os.path.abspath(path))
