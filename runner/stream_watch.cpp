@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <mutex>
 
+#include <map>
+
 #include <dlfcn.h>
 
 #include <c10/cuda/CUDAStream.h>
@@ -31,11 +33,17 @@ struct cupti_api {
 
 // A call the watch looks at, and where its stream is in the call's parameters; `per_thread`:
 // the _ptsz form, where stream 0 is the calling thread's default stream, not the legacy one.
+// What a watched call does: puts work on a stream (launch), records an event on one
+// (record), or makes one wait for an event (wait).
+enum class call_kind { launch, record, wait };
+
 struct watched_call {
   CUpti_CallbackDomain domain;
   CUpti_CallbackId id;
   bool per_thread;
   void* (*stream)(const void* params);
+  call_kind kind = call_kind::launch;
+  void* (*event)(const void* params) = nullptr;
 };
 
 template <class Params>
@@ -46,6 +54,16 @@ void* stream_field(const void* p) {
 template <class Params>
 void* hstream_field(const void* p) {
   return static_cast<const Params*>(p)->hStream;
+}
+
+template <class Params>
+void* event_field(const void* p) {
+  return static_cast<const Params*>(p)->event;
+}
+
+template <class Params>
+void* hevent_field(const void* p) {
+  return static_cast<const Params*>(p)->hEvent;
 }
 
 template <class Params>
@@ -64,6 +82,12 @@ void* config_hstream(const void* p) {
   watched_call{CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##name, ptsz, &how<params>}
 #define BB_DRIVER(name, params, how, ptsz) \
   watched_call{CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##name, ptsz, &how<params>}
+#define BB_RUNTIME_EVENT(name, params, kind, ptsz)                                                              \
+  watched_call{CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##name, ptsz, &stream_field<params>, kind, \
+               &event_field<params>}
+#define BB_DRIVER_EVENT(name, params, kind, ptsz)                                                               \
+  watched_call{CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##name, ptsz, &hstream_field<params>, kind, \
+               &hevent_field<params>}
 
 // Every way to put work on a stream: kernel launches (plain, extended, cooperative), graph
 // launches, asynchronous copies and sets, host functions; the runtime's and the driver's
@@ -108,10 +132,27 @@ const watched_call watched_calls[] = {
   BB_DRIVER(cuLaunchHostFunc_ptsz, cuLaunchHostFunc_ptsz_params, hstream_field, true),
   BB_DRIVER(cuGraphLaunch, cuGraphLaunch_params, hstream_field, false),
   BB_DRIVER(cuGraphLaunch_ptsz, cuGraphLaunch_ptsz_params, hstream_field, true),
+  // How work on another stream is tied to the caller's: an event recorded on one stream that
+  // another waits for (a fork from the caller's stream, a join back into it).
+  BB_RUNTIME_EVENT(cudaEventRecord_v3020, cudaEventRecord_v3020_params, call_kind::record, false),
+  BB_RUNTIME_EVENT(cudaEventRecord_ptsz_v7000, cudaEventRecord_ptsz_v7000_params, call_kind::record, true),
+  BB_RUNTIME_EVENT(cudaEventRecordWithFlags_v11010, cudaEventRecordWithFlags_v11010_params, call_kind::record, false),
+  BB_RUNTIME_EVENT(cudaEventRecordWithFlags_ptsz_v11010, cudaEventRecordWithFlags_ptsz_v11010_params,
+                   call_kind::record, true),
+  BB_RUNTIME_EVENT(cudaStreamWaitEvent_v3020, cudaStreamWaitEvent_v3020_params, call_kind::wait, false),
+  BB_RUNTIME_EVENT(cudaStreamWaitEvent_ptsz_v7000, cudaStreamWaitEvent_ptsz_v7000_params, call_kind::wait, true),
+  BB_DRIVER_EVENT(cuEventRecord, cuEventRecord_params, call_kind::record, false),
+  BB_DRIVER_EVENT(cuEventRecord_ptsz, cuEventRecord_ptsz_params, call_kind::record, true),
+  BB_DRIVER_EVENT(cuEventRecordWithFlags, cuEventRecordWithFlags_params, call_kind::record, false),
+  BB_DRIVER_EVENT(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags_ptsz_params, call_kind::record, true),
+  BB_DRIVER_EVENT(cuStreamWaitEvent, cuStreamWaitEvent_params, call_kind::wait, false),
+  BB_DRIVER_EVENT(cuStreamWaitEvent_ptsz, cuStreamWaitEvent_ptsz_params, call_kind::wait, true),
 };
 
 #undef BB_RUNTIME
 #undef BB_DRIVER
+#undef BB_RUNTIME_EVENT
+#undef BB_DRIVER_EVENT
 
 // The stream handles 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD as one of the last two.
 uintptr_t canonical(void* stream, bool per_thread) {
@@ -121,13 +162,32 @@ uintptr_t canonical(void* stream, bool per_thread) {
   return v;
 }
 
+// Work on a stream other than the caller's, during one watch. It is inside the caller's
+// interval, as aten's own multi-stream operators do it (cuDNN's convolutions), when the stream
+// waited for an event recorded on the caller's stream before its first launch (a fork) and
+// the caller's stream then waited for an event recorded on it after its last launch (a join):
+// its work starts after the caller's start and ends before the caller's end. Anything else is
+// work the caller's timer does not see.
+struct side_stream {
+  int64_t launches = 0;
+  bool forked = false;  // waited for the caller's stream before its first launch
+  int64_t joined = 0;   // its launches that the caller's stream has waited for
+  std::string first;    // its first launch, described
+};
+
+// An event's last record: on which stream, after how many of that stream's launches.
+struct recorded_event {
+  uintptr_t stream = 0;
+  int64_t launches = 0;
+};
+
 // What the callbacks fill; they run on whichever thread launched.
 struct watch_state {
   std::mutex mutex;
   uintptr_t timed = 0;
   int64_t launches = 0;
-  int64_t away = 0;
-  std::vector<std::string> elsewhere;
+  std::map<uintptr_t, side_stream> sides;
+  std::map<uintptr_t, recorded_event> events;
 };
 
 watch_state& state() {
@@ -168,14 +228,34 @@ void CUPTIAPI on_call(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, c
     auto stream = canonical(w.stream(info->functionParams), w.per_thread);
     auto& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
+    if (w.kind == call_kind::record) {
+      auto event = reinterpret_cast<uintptr_t>(w.event(info->functionParams));
+      auto side = s.sides.find(stream);
+      s.events[event] = {stream, side == s.sides.end() ? 0 : side->second.launches};
+      return;
+    }
+    if (w.kind == call_kind::wait) {
+      auto event = s.events.find(reinterpret_cast<uintptr_t>(w.event(info->functionParams)));
+      if (event == s.events.end())
+        return; // recorded before the watch: ties nothing of this call's
+      const auto& rec = event->second;
+      if (stream == s.timed && rec.stream != s.timed) {
+        auto& side = s.sides[rec.stream];
+        side.joined = std::max(side.joined, rec.launches);
+      } else if (stream != s.timed && rec.stream == s.timed) {
+        auto& side = s.sides[stream];
+        side.forked = side.forked || side.launches == 0;
+      }
+      return;
+    }
     ++s.launches;
     if (stream != s.timed) {
-      ++s.away;
-      if (s.elsewhere.size() < max_described) {
+      auto& side = s.sides[stream];
+      ++side.launches;
+      if (side.first.empty()) {
         char handle[32];
         std::snprintf(handle, sizeof handle, "%#llx", static_cast<unsigned long long>(stream));
-        s.elsewhere.push_back(std::string(info->functionName ? info->functionName : "a launch")
-                              + " on stream " + handle);
+        side.first = std::string(info->functionName ? info->functionName : "a launch") + " on stream " + handle;
       }
     }
     return;
@@ -254,8 +334,8 @@ stream_watch::stream_watch() {
     s.timed = canonical(c10::cuda::getCurrentCUDAStream().stream(), false);
     watch_number.fetch_add(1, std::memory_order_relaxed);
     s.launches = 0;
-    s.away = 0;
-    s.elsewhere.clear();
+    s.sides.clear();
+    s.events.clear();
   }
   if (!set_callbacks(true)) {
     // Not a kernel's doing (none has run yet): the watch is out of use in this process, and
@@ -281,11 +361,24 @@ stream_report stream_watch::stop() {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   r.launches = s.launches;
-  r.elsewhere = std::move(s.elsewhere);
-  s.elsewhere.clear();
-  if (s.away > static_cast<int64_t>(r.elsewhere.size()))
-    r.elsewhere.push_back("and " + std::to_string(s.away - static_cast<int64_t>(r.elsewhere.size()))
-                          + " more");
+  // Every stream whose work the caller's stream did not fork and join: its launches are not
+  // inside the caller's interval.
+  size_t unjoined = 0;
+  for (const auto& [stream, side] : s.sides) {
+    if (side.launches == 0)
+      continue;
+    if (side.forked && side.joined >= side.launches) {
+      r.joined += side.launches;
+      continue;
+    }
+    if (++unjoined <= max_described)
+      r.elsewhere.push_back(side.first + (side.launches > 1 ? " (" + std::to_string(side.launches) + " launches)" : "")
+                            + (side.forked ? ", not joined back" : ""));
+  }
+  if (unjoined > max_described)
+    r.elsewhere.push_back("and " + std::to_string(unjoined - max_described) + " more streams");
+  s.sides.clear();
+  s.events.clear();
   if (!intact)
     r.elsewhere.push_back("the watch's callbacks were turned off during the call");
   return r;

@@ -229,7 +229,8 @@ TEST_CASE("the cudagraph timer is the sweep's, and a CPU slot times with cpu_ben
           "[integration]") {
   bb::test::temp_dir dir;
   auto r = run(dir, "cd " + dir.path + " && " + bbcluster
-                      + " --suite smoke --timer cudagraph --set timing.cpu_runs=5 --log-dir run");
+                      + " --suite smoke --timer cudagraph --set timing.cpu_runs=5 --set evaluator.device=cpu"
+                        " --log-dir run");
   INFO(r.err);
   REQUIRE(r.status == 0);
   auto record = json::parse(bb::test::read_file(dir / "run/sweep.json"));

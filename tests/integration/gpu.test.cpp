@@ -2,6 +2,7 @@
 
 #include "skip.hpp"
 
+#include <filesystem>
 #include <sstream>
 
 #include <sys/wait.h>
@@ -83,7 +84,9 @@ json run_small_relu(const bb::test::temp_dir& dir, const std::string& flags, con
 
 // A relu kernel in the directory backend's layout, with `body` as its function's body.
 std::string relu_kernel_folder(const bb::test::temp_dir& dir, const std::string& name, const std::string& body) {
-  auto folder = dir / name;
+  // Apart from the run folders, which take the same names.
+  auto folder = dir / ("kernels_" + name);
+  std::filesystem::create_directories(folder + "/relu");
   bb::test::write_file(folder + "/relu/relu_implementation_v1.py",
                        "import torch\n_memo = {}\n\ndef relu_kernel_impl(x):\n" + body);
   return "--backend directory --ops-directory " + folder;

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #ifdef BB_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -75,6 +76,64 @@ TEST_CASE("the stream watch tells work on the caller's stream from work on any o
     CHECK(r.elsewhere.size() == 1);
     CHECK(n.elsewhere.empty());
     CHECK(n.launches >= 1);
+  }
+  // Work on a side stream tied to the caller's through events, as cuDNN's multi-stream
+  // convolutions do it: `fork` has the side stream wait for the caller's before its launch,
+  // `join` has the caller's wait for it after.
+  auto tied = [&](bool fork, bool join) {
+    stream_watch watch;
+    auto caller = c10::cuda::getCurrentCUDAStream();
+    auto side = c10::cuda::getStreamFromPool();
+    at::cuda::CUDAEvent forked, joined;
+    if (fork) {
+      forked.record(caller);
+      forked.block(side);
+    }
+    {
+      c10::cuda::CUDAStreamGuard guard(side);
+      (void)at::neg(x);
+    }
+    if (join) {
+      joined.record(side);
+      joined.block(caller);
+    }
+    (void)at::relu(x);
+    return watch.stop();
+  };
+  {
+    auto r = tied(true, true);
+    INFO((r.elsewhere.empty() ? std::string() : r.elsewhere[0]));
+    CHECK(r.elsewhere.empty());
+    CHECK(r.joined == 1);
+  }
+  {
+    // Joined only: the side stream could run before the caller's interval began.
+    auto r = tied(false, true);
+    REQUIRE(r.elsewhere.size() == 1);
+    CHECK(r.joined == 0);
+  }
+  {
+    // Forked only: the caller's interval ends without it.
+    auto r = tied(true, false);
+    REQUIRE(r.elsewhere.size() == 1);
+    CHECK(r.elsewhere[0].find("not joined back") != std::string::npos);
+  }
+  {
+    // A join through an event recorded before the side stream's launch covers nothing.
+    stream_watch watch;
+    auto caller = c10::cuda::getCurrentCUDAStream();
+    auto side = c10::cuda::getStreamFromPool();
+    at::cuda::CUDAEvent forked, early;
+    forked.record(caller);
+    forked.block(side);
+    early.record(side);
+    {
+      c10::cuda::CUDAStreamGuard guard(side);
+      (void)at::neg(x);
+    }
+    early.block(caller);
+    auto r = watch.stop();
+    CHECK(r.elsewhere.size() == 1);
   }
   synchronize("cuda");
 #else
