@@ -8,6 +8,8 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <fcntl.h>
@@ -40,6 +42,32 @@ std::string signal_name(int sig) {
 }
 
 } // namespace
+
+std::string fatal_signal_line(const std::string& log_path, uint64_t from) {
+  if (log_path.empty())
+    return "";
+  std::ifstream in(log_path, std::ios::binary);
+  if (!in)
+    return "";
+  in.seekg(0, std::ios::end);
+  auto end = static_cast<uint64_t>(std::max<std::streamoff>(0, in.tellg()));
+  // The last 256 KiB of this runner's lines at most: the line comes before the stack it
+  // introduces, which a kernel's own output does not follow.
+  auto begin = std::max(from, end > (uint64_t{256} << 10) ? end - (uint64_t{256} << 10) : uint64_t{0});
+  if (begin >= end)
+    return "";
+  in.seekg(static_cast<std::streamoff>(begin));
+  std::string found;
+  for (std::string line; std::getline(in, line);) {
+    auto at = line.find("bbrunner: fatal signal ");
+    if (at != std::string::npos)
+      found = line.substr(at + 10);
+  }
+  auto stack = found.find("; native stack:");
+  if (stack != std::string::npos)
+    found.erase(stack);
+  return found.size() > 400 ? found.substr(0, 400) + "..." : found;
+}
 
 std::string describe_wait_status(int status) {
   if (WIFSIGNALED(status))
@@ -98,6 +126,12 @@ std::string runner_supervisor::start(const runner_spec& spec, int timeout_ms) {
   child.work_dir = spec.work_dir;
   child.in = stdio_spec::null();
   child.out = stdio_spec::append_to(spec.log_path);
+  log_path_ = spec.log_path;
+  {
+    std::error_code ec;
+    auto size = std::filesystem::file_size(spec.log_path, ec);
+    log_from_ = ec ? 0 : size; // this runner's lines start here
+  }
   child.err = stdio_spec::to_stdout();
   child.keep_fds = {sv[1]};
   child.group = process_group::new_group;
@@ -358,6 +392,9 @@ std::string runner_supervisor::reap(int timeout_ms) {
       // The group may still hold children of the kernel: end them too.
       auto how = r != pid_ ? std::string("was already reaped")
                  : sandboxed_ ? describe_sandboxed_status(status) : describe_wait_status(status);
+      if (how.find("signal") != std::string::npos)
+        if (auto said = fatal_signal_line(log_path_, log_from_); !said.empty())
+          how += " (its log: " + said + ")";
       ::kill(-pid_, SIGKILL);
       ::close(fd_);
       fd_ = -1;

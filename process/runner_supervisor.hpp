@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <optional>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -135,12 +136,21 @@ private:
 
   pid_t pid_ = -1;
   int fd_ = -1;
+  /// The runner's log, and where this runner's lines begin in it (an earlier runner's are
+  /// before): a fatal signal's line is read from there.
+  std::string log_path_;
+  uint64_t log_from_ = 0;
   /// The runner runs inside bwrap, which reports its death by signal N as exit 128 + N.
   bool sandboxed_ = false;
   /// Bound of setup steps (loading a kernel): the start timeout.
   int setup_timeout_ms_ = 60000;
   provenance where_;
 };
+
+/// The last "bbrunner: fatal signal ..." line bbrunner's handler wrote to `log_path` past byte
+/// `from`, without its leading "bbrunner: " and its stack: "fatal signal 11 at address ...,
+/// instruction ... in MODULE + OFFSET, ...; bbrunner was STEP". "" when there is none.
+std::string fatal_signal_line(const std::string& log_path, uint64_t from);
 
 /// "killed by signal 11 (SIGSEGV)" or "exited with status 3" for a wait status.
 std::string describe_wait_status(int status);

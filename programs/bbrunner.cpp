@@ -10,7 +10,9 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <dlfcn.h>
 #include <execinfo.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "artefacts/jit_cache.hpp"
@@ -46,6 +48,10 @@ void prepare_jit_folder(const bb::runner_request& req) {
   bb::runner::python_use_jit_folder(folder.string());
 }
 
+// What bbrunner's own code is doing, for the log of a fatal signal: set at each step of a
+// job's start and end, where a fault is not the kernel's.
+const char* volatile runner_step = "waiting for a job";
+
 bb::runner_reply evaluate(int fd, const bb::runner_request& req, const bb::runner_options& opts) {
   // The job runs in its scratch folder: what a kernel writes stays there. In a sandbox the
   // scratch folder is a fresh one of this runner's: the job's folder is made here, and removed
@@ -57,7 +63,9 @@ bb::runner_reply evaluate(int fd, const bb::runner_request& req, const bb::runne
     std::filesystem::current_path(req.work_dir, ec);
   bb::runner_reply reply;
   reply.kind = bb::runner_reply_kind::result;
+  runner_step = "starting a job (describing the device, finding the operator)";
   reply.result = bb::runner::evaluate_job(req.job, opts, [&](const bb::runner::step& s) {
+    runner_step = "evaluating a job (after its first step)";
     bb::runner_reply note;
     if (s.correctness || s.performance) {
       // An input that ended: its records, for the evaluator to stream.
@@ -90,24 +98,54 @@ bb::runner_reply evaluate(int fd, const bb::runner_request& req, const bb::runne
   return reply;
 }
 
-// A fatal signal (a kernel's fault, or bbrunner's own) leaves the native stack in the runner's
-// log before the process dies of it as it would have: the evaluator still sees the signal,
-// and whoever reads the log sees where. (Not Python's faulthandler: it re-raises the signal
-// from its own handler, and the stack it leaves for this one is its own.)
-void on_fatal_signal(int sig) {
-  static const char head[] = "bbrunner: fatal signal ";
-  char number[8];
-  int n = sig, len = 0;
-  char digits[8];
-  do {
-    digits[len++] = static_cast<char>('0' + n % 10);
-    n /= 10;
-  } while (n > 0 && len < 7);
-  for (int i = 0; i < len; ++i)
-    number[i] = digits[len - 1 - i];
-  (void)!write(STDERR_FILENO, head, sizeof head - 1);
-  (void)!write(STDERR_FILENO, number, static_cast<size_t>(len));
-  (void)!write(STDERR_FILENO, "; native stack:\n", 16);
+
+void write_text(const char* text) {
+  (void)!write(STDERR_FILENO, text, std::strlen(text));
+}
+
+void write_hex(uintptr_t v) {
+  char digits[2 + 16 + 1];
+  digits[0] = '0';
+  digits[1] = 'x';
+  for (int i = 0; i < 16; ++i)
+    digits[2 + i] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 0xf];
+  digits[18] = 0;
+  write_text(digits);
+}
+
+// A fatal signal (a kernel's fault, or bbrunner's own) leaves where it happened in the
+// runner's log before the process dies of it as it would have: the evaluator still sees the
+// signal, and whoever reads the log sees the faulting address, the instruction and the module
+// it lies in, the step bbrunner was at and the native stack. (Not Python's faulthandler: it
+// re-raises the signal from its own handler, and the stack it leaves for this one is its own.)
+void on_fatal_signal(int sig, siginfo_t* info, void* context) {
+  write_text("bbrunner: fatal signal ");
+  char number[4] = {static_cast<char>('0' + (sig / 10) % 10), static_cast<char>('0' + sig % 10), 0, 0};
+  write_text(sig >= 10 ? number : number + 1);
+  write_text(" at address ");
+  write_hex(reinterpret_cast<uintptr_t>(info ? info->si_addr : nullptr));
+#if defined(__x86_64__)
+  auto* uc = static_cast<ucontext_t*>(context);
+  auto ip = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+  write_text(", instruction ");
+  write_hex(ip);
+  Dl_info where{};
+  if (dladdr(reinterpret_cast<void*>(ip), &where) && where.dli_fname) {
+    write_text(" in ");
+    write_text(where.dli_fname);
+    write_text(" + ");
+    write_hex(ip - reinterpret_cast<uintptr_t>(where.dli_fbase));
+  } else {
+    write_text(" (in no loaded module)");
+  }
+  write_text(", stack pointer ");
+  write_hex(static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]));
+#else
+  (void)context;
+#endif
+  write_text("; bbrunner was ");
+  write_text(runner_step);
+  write_text("; native stack:\n");
   void* frames[64];
   int depth = backtrace(frames, 64);
   backtrace_symbols_fd(frames, depth, STDERR_FILENO);
@@ -126,8 +164,8 @@ void log_fatal_signals() {
   backtrace(warm, 1); // loads libgcc now, not inside the handler
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_fatal_signal;
-  sa.sa_flags = SA_RESETHAND | SA_ONSTACK;
+  sa.sa_sigaction = on_fatal_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
     sigaction(sig, &sa, nullptr);
@@ -144,9 +182,13 @@ bb::runner_handlers handlers() {
   h.spoiled = bb::runner::graph_capture_failed;
   h.evaluate = [](int fd, const bb::runner_request& req, const bb::runner_options& opts) {
     maybe_inject_fault(req.job);
+    runner_step = "preparing the job's JIT folder";
     prepare_jit_folder(req);
+    runner_step = "evaluating a job";
     // The sweep's settings, as the job carries them, over this runner's own.
-    return evaluate(fd, req, bb::job_options(opts, req.job.settings));
+    auto reply = evaluate(fd, req, bb::job_options(opts, req.job.settings));
+    runner_step = "sending a job's result, or waiting for the next job";
+    return reply;
   };
   return h;
 }

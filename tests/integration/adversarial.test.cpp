@@ -110,6 +110,11 @@ TEST_CASE("a sweep over the adversarial corpus: every kernel gets its outcome, n
     if (!w.flag.empty())
       CHECK(j["flags"] == json::array({w.flag}));
   }
+  // A kernel's fault is told with where it happened, from bbrunner's handler in the runner's log:
+  // the null write's address, the instruction's module, and what bbrunner was doing.
+  auto segv = jobs["aten.relu.default"]["detail"].get<std::string>();
+  CHECK_THAT(segv, Catch::Contains("(its log: fatal signal 11 at address 0x0000000000000000, instruction 0x"));
+  CHECK_THAT(segv, Catch::Contains("bbrunner was evaluating a job"));
   CHECK(jobs["aten.sigmoid.default"]["correctness"][0]["error_msg"].get<std::string>().find("'shape'")
         != std::string::npos);
   CHECK(jobs["aten.ceil.default"]["correctness"][0]["error_msg"].get<std::string>().find("'dtype'")

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cluster/config.hpp"
+#include "process/runner_supervisor.hpp"
 #include "process/sandbox.hpp"
 #include "process/subprocess.hpp"
 #include "support.hpp"
@@ -246,4 +247,21 @@ TEST_CASE("a program in the sandbox sees its own processes, no network and no ho
   CHECK(bb::test::read_file(out + "/shm") == "shm\n");
   if (::geteuid() == 0)
     CHECK(bb::test::read_file(out + "/uid") == std::to_string(p.unprivileged_uid) + "\n");
+}
+
+TEST_CASE("a runner's fatal signal is read from its own lines of the log", "[process]") {
+  bb::test::temp_dir dir;
+  auto log = dir / "runner.log";
+  std::string earlier = "kernel output\nbbrunner: fatal signal 6 at address 0x01, instruction 0x02 in a.so + 0x03; "
+                        "bbrunner was an earlier runner's step; native stack:\n/lib/a.so(+0x1)[0x2]\n";
+  bb::test::write_file(log, earlier);
+  // Nothing of this runner's yet: an earlier runner's line is not this one's.
+  CHECK(bb::fatal_signal_line(log, earlier.size()) == "");
+  CHECK(bb::fatal_signal_line(log, 0)
+        == "fatal signal 6 at address 0x01, instruction 0x02 in a.so + 0x03; bbrunner was an earlier runner's step");
+  bb::test::write_file(log, earlier + "more output\nbbrunner: fatal signal 11 at address 0x00, instruction 0x05 (in no "
+                                       "loaded module); bbrunner was starting a job; native stack:\n/x(+0x1)[0x2]\n");
+  CHECK(bb::fatal_signal_line(log, earlier.size())
+        == "fatal signal 11 at address 0x00, instruction 0x05 (in no loaded module); bbrunner was starting a job");
+  CHECK(bb::fatal_signal_line(dir / "missing.log", 0) == "");
 }
