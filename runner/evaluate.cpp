@@ -891,7 +891,10 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
       ~add_wall() { wall += std::chrono::duration<double>(clock::now() - begin).count(); }
     } timed{wall, begin};
     if (synchronized)
-      return time_pair_synchronized(ref_side, ker_side, ctx.opts, 2 * ctx.opts.rounds, on_side);
+      // Work off the timed stream, under the adaptive timer: synchronized calls until the mean
+      // is as precise as the adaptive timer asks. An outlier's check takes every round.
+      return time_pair_synchronized(ref_side, ker_side, ctx.opts, 2 * ctx.opts.rounds, on_side,
+                                    ctx.opts.timer == "adaptive" && unverified <= 0);
     return time_pair(ref_side, ker_side, ctx.opts, hit ? &cached : nullptr, on_side);
   };
   // The kept outputs against the reference's on the same values: "" when all agree.

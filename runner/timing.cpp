@@ -611,8 +611,26 @@ paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& 
 
 // --- CUDA: the synchronized timer ------------------------------------------------------------
 
+// The standard error of the mean of `rounds`' calls over their mean: whether it is under
+// opts.adaptive_rel_sem after opts.adaptive_min_calls calls.
+bool precise_enough(const std::vector<std::vector<double>>& rounds, const runner_options& opts) {
+  std::vector<double> all;
+  for (auto& r : rounds)
+    all.insert(all.end(), r.begin(), r.end());
+  auto n = static_cast<int64_t>(all.size());
+  if (n < std::max<int64_t>(2, opts.adaptive_min_calls))
+    return false;
+  double mean = std::accumulate(all.begin(), all.end(), 0.0) / static_cast<double>(n);
+  double var = 0.0;
+  for (double x : all)
+    var += (x - mean) * (x - mean);
+  var /= static_cast<double>(n - 1);
+  return mean > 0 && std::sqrt(var / static_cast<double>(n)) / mean < opts.adaptive_rel_sem;
+}
+
 paired_timing cuda_synchronized_pair(const timed_side& reference, const timed_side& kernel,
-                                     const runner_options& opts, int64_t rounds, const side_fn& on_side) {
+                                     const runner_options& opts, int64_t rounds, const side_fn& on_side,
+                                     bool until_precise) {
   auto cache = at::empty({opts.flush_bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
   auto one = [&](const timed_side& side, const call_point& p) {
     if (side.before)
@@ -649,6 +667,15 @@ paired_timing cuda_synchronized_pair(const timed_side& reference, const timed_si
       auto checked = pick_checked(n);
       for (int64_t i = 0; i < n; ++i)
         out.push_back(one(side, checked.at(r, i)));
+    }
+    if (until_precise && r >= 1) {
+      std::vector<std::vector<double>> ref_so_far(ref_rounds.begin(), ref_rounds.begin() + r + 1);
+      std::vector<std::vector<double>> ker_so_far(ker_rounds.begin(), ker_rounds.begin() + r + 1);
+      if (precise_enough(ref_so_far, opts) && precise_enough(ker_so_far, opts)) {
+        ref_rounds.resize(static_cast<size_t>(r + 1));
+        ker_rounds.resize(static_cast<size_t>(r + 1));
+        break;
+      }
     }
   }
   return paired_from_rounds({}, ref_rounds, ker_rounds);
@@ -788,7 +815,7 @@ paired_timing time_pair(const timed_fn& reference, const timed_fn& kernel,
 
 paired_timing time_pair_synchronized(const timed_side& reference, const timed_side& kernel,
                                      const runner_options& opts, int64_t rounds,
-                                     const std::function<void(code_side)>& on_side) {
+                                     const std::function<void(code_side)>& on_side, bool until_precise) {
   rounds = std::max<int64_t>(2, rounds);
   paired_timing out;
   if (opts.device != "cuda") {
@@ -801,7 +828,7 @@ paired_timing time_pair_synchronized(const timed_side& reference, const timed_si
     out = cpu_pair(reference, kernel, strict, {}, on_side, true);
   } else {
 #ifdef BB_WITH_CUDA
-    out = cuda_synchronized_pair(reference, kernel, opts, rounds, on_side);
+    out = cuda_synchronized_pair(reference, kernel, opts, rounds, on_side, until_precise);
 #else
     throw std::runtime_error("this bbrunner was built without CUDA");
 #endif

@@ -140,10 +140,14 @@ void drop_preempted(std::vector<std::vector<double>>& rounds, const std::vector<
 /// clock, so that work on any stream or deferred to later is inside the measurement (and so is
 /// the launch). Reference and kernel alternate in `rounds` rounds of calls within the budget
 /// (2 x opts.gpu_rep_ms of calls per side on CUDA, cpu_bench's on a CPU). Used to re-verify an
-/// outlier and for a kernel that left work off the timed stream.
+/// outlier and for a kernel that left work off the timed stream. With `until_precise` (the
+/// adaptive timer's sweeps, never an outlier's check), CUDA rounds stop once each side's
+/// standard error of the mean is under opts.adaptive_rel_sem after at least
+/// opts.adaptive_min_calls calls and two rounds, as the adaptive timer stops.
 paired_timing time_pair_synchronized(const timed_side& reference, const timed_side& kernel,
                                      const runner_options& opts, int64_t rounds,
-                                     const std::function<void(code_side)>& on_side = {});
+                                     const std::function<void(code_side)>& on_side = {},
+                                     bool until_precise = false);
 
 /// After `fn` ran on the current CUDA stream: waits for that stream, then times a device-wide
 /// synchronization. What that waited for is work the call left elsewhere on the device (another
