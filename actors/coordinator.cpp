@@ -250,7 +250,7 @@ void start(coordinator_pointer self) {
   auto& st = self->state;
   st.table.split_at_dispatch(st.cfg.shards_per_slot > 0);
   auto plans = plan_operators(st.cfg.work, st.cfg.estimates, st.cfg.earlier_shards, st.idle.size(),
-                              st.cfg.shards_per_slot);
+                              st.cfg.shards_per_slot, st.cfg.max_shard_seconds);
   for (size_t i = 0; i < st.cfg.work.ops.size(); ++i) {
     auto& op = st.cfg.work.ops[i];
     auto first = st.cfg.first_versions.find(op.op_name);

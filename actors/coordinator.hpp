@@ -30,6 +30,9 @@ struct coordinator_config {
   /// the sweep's expected work per slot divided by this, and queued shards are cut further
   /// as the queue drains (docs/architecture.md, "Shards"); 0: one job per operator.
   double shards_per_slot = 0.0;
+  /// The longest a shard's expected work may be (scheduler.max_shard_s), one slot included;
+  /// 0: no bound.
+  double max_shard_seconds = 0.0;
   /// Each operator's expected work per input (suite/shards.hpp), by name; an operator
   /// without an estimate counts one second per input.
   std::map<std::string, op_work> estimates;

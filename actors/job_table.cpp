@@ -19,7 +19,7 @@ std::vector<std::string> slice(const std::vector<std::string>& all, uint32_t beg
 
 std::vector<op_plan> plan_operators(const suite& work, const std::map<std::string, op_work>& estimates,
                                     const std::map<std::string, std::vector<eval_result>>& earlier,
-                                    size_t slots, double shards_per_slot) {
+                                    size_t slots, double shards_per_slot, double max_shard_seconds) {
   std::vector<op_plan> plans;
   double total = 0.0;
   for (auto& op : work.ops) {
@@ -31,7 +31,7 @@ std::vector<op_plan> plan_operators(const suite& work, const std::map<std::strin
     total += p.work.total();
     plans.push_back(std::move(p));
   }
-  auto target = shard_target(total, slots, shards_per_slot);
+  auto target = shard_target(total, slots, shards_per_slot, max_shard_seconds);
   for (auto& p : plans)
     p.target_seconds = target;
   return plans;

@@ -31,11 +31,12 @@ struct op_plan {
 
 /// Each operator's plan for a sweep over `slots` slots: its estimated work (`estimates` by
 /// name; one second per input without one), cut into shards of the sweep's expected work per
-/// slot divided by `shards_per_slot` (0, or a single slot: one job per operator), without the
-/// inputs of the shards in `earlier` (by name).
+/// slot divided by `shards_per_slot` and at most `max_shard_seconds` (shard_target; 0, or a
+/// single slot without a cap: one job per operator), without the inputs of the shards in
+/// `earlier` (by name).
 std::vector<op_plan> plan_operators(const suite& work, const std::map<std::string, op_work>& estimates,
                                     const std::map<std::string, std::vector<eval_result>>& earlier,
-                                    size_t slots, double shards_per_slot);
+                                    size_t slots, double shards_per_slot, double max_shard_seconds = 0.0);
 
 class job_table {
 public:

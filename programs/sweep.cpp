@@ -287,8 +287,10 @@ void sweep::start_coordinator() {
   ccfg.work = setup_.plan.work;
   ccfg.max_attempts = static_cast<uint32_t>(s.max_attempts);
   ccfg.shards_per_slot = shards_per_slot(s);
-  // Shards are sized by expected work: worth estimating only when there is more than one slot.
-  if (ccfg.shards_per_slot > 0 && evaluators_.size() > 1)
+  ccfg.max_shard_seconds = s.max_shard_s;
+  // Shards are sized by expected work: worth estimating when there is more than one slot, or
+  // a bound on a shard's length.
+  if (ccfg.shards_per_slot > 0 && (evaluators_.size() > 1 || ccfg.max_shard_seconds > 0))
     ccfg.estimates = program::estimate_sweep_work(ccfg.work, s, slot_device());
   ccfg.earlier_shards = setup_.resumed.shards;
   ccfg.job_settings = pack_settings(runner_options_of(s));

@@ -195,10 +195,14 @@ std::string span_text(const shard_span& s) {
          + run("performance inputs", s.performance_begin, s.performance_count, s.performance_total);
 }
 
-double shard_target(double total_seconds, size_t slots, double shards_per_slot) {
-  if (slots < 2 || shards_per_slot <= 0)
+double shard_target(double total_seconds, size_t slots, double shards_per_slot, double max_shard_seconds) {
+  if (shards_per_slot <= 0)
     return 0.0;
-  return total_seconds / static_cast<double>(slots) / shards_per_slot;
+  double cap = max_shard_seconds > 0 ? max_shard_seconds : 0.0;
+  if (slots < 2)
+    return cap;
+  double share = total_seconds / static_cast<double>(slots) / shards_per_slot;
+  return cap > 0 ? std::min(share, cap) : share;
 }
 
 } // namespace bb

@@ -85,7 +85,10 @@ unit_range head_within(const op_work& w, unit_range r, double limit);
 std::string span_text(const shard_span& s);
 
 /// The target of cut_shards for a sweep: its expected makespan per slot divided by
-/// `shards_per_slot` (scheduler.shards_per_slot).
-double shard_target(double total_seconds, size_t slots, double shards_per_slot);
+/// `shards_per_slot` (scheduler.shards_per_slot), and at most `max_shard_seconds`
+/// (scheduler.max_shard_s) when that is above 0, one slot included: a stop or a lost node
+/// then costs at most a shard's work, and each shard's results reach the journal as it ends.
+/// 0 (no cut) when `shards_per_slot` is 0, or on one slot without a cap.
+double shard_target(double total_seconds, size_t slots, double shards_per_slot, double max_shard_seconds = 0.0);
 
 } // namespace bb

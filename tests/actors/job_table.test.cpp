@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "actors/job_table.hpp"
@@ -250,7 +251,7 @@ TEST_CASE("each shard has its own fault bounds, and a revised version runs every
   CHECK(t.all_done());
 }
 
-TEST_CASE("plans cut operators by the sweep's expected work per slot, and not at all on one slot",
+TEST_CASE("plans cut operators by the sweep's expected work per slot, on one slot only when bounded",
           "[actors]") {
   suite s;
   s.ops.push_back({"aten.a.default", numbered(30), numbered(30)});
@@ -263,4 +264,25 @@ TEST_CASE("plans cut operators by the sweep's expected work per slot, and not at
   CHECK(one[0].target_seconds == 0.0);
   auto off = plan_operators(s, {}, {}, 4, 0.0);
   CHECK(off[1].target_seconds == 0.0);
+  // With a bound on a shard's work, one slot cuts too: 30 one-second inputs in shards of at
+  // most 8 seconds, every input in exactly one, in order.
+  auto bounded = plan_operators(s, {}, {}, 1, 2.0, 8.0);
+  CHECK(bounded[0].target_seconds == Approx(8.0));
+  job_table table(2);
+  auto id = table.add(s.ops[0], 1, bounded[0]);
+  table.set_artefact(id, {bb::kernel_kind::aten, "", "", "aten", "", "", ""});
+  std::vector<std::pair<uint32_t, uint32_t>> spans;
+  while (auto job = table.next()) {
+    CHECK(job->shard.correctness_count <= 8);
+    CHECK(job->correctness_inputs.size() == job->shard.correctness_count);
+    spans.emplace_back(job->shard.correctness_begin, job->shard.correctness_count);
+  }
+  std::sort(spans.begin(), spans.end());
+  uint32_t next = 0;
+  for (auto& [begin, count] : spans) {
+    CHECK(begin == next);
+    next += count;
+  }
+  CHECK(next == 30);
+  CHECK(spans.size() == 4);
 }

@@ -57,12 +57,13 @@ void write_kernels(const bb::test::temp_dir& dir) {
 }
 
 // A sweep over three CPU slots; `scheduler` is the [scheduler] section.
-bb::test::run_result sweep(const bb::test::temp_dir& dir, const std::string& name, const std::string& scheduler) {
+bb::test::run_result sweep(const bb::test::temp_dir& dir, const std::string& name, const std::string& scheduler,
+                           int slots = 3) {
   bb::test::write_file(dir / (name + ".toml"), "[timing]\ncpu_warmup = 1\ncpu_runs = 2\ncpu_max_seconds = 0.2\n"
                                                    "reference_cache = false\n[scheduler]\n" + scheduler);
   return run(dir, bbcluster + " --suite torchbench --data " + dir / "trace.txt" + " --backend directory"
-                    " --ops-directory " + dir / "kernels" + " --devices 3 --config " + dir / (name + ".toml")
-                    + " --log-dir " + dir / name);
+                    " --ops-directory " + dir / "kernels" + " --devices " + std::to_string(slots) + " --config "
+                    + dir / (name + ".toml") + " --log-dir " + dir / name);
 }
 
 // The records of each operator's final result, in order, without what timing measured (and
@@ -237,4 +238,27 @@ TEST_CASE("three local nodes with simulated runners: a node killed mid-sweep cos
   CHECK(finished == std::map<std::string, size_t>{{"aten.abs.default", 40}, {"aten.neg.default", 40},
                                                   {"aten.relu.default", 40}});
   CHECK(err.find("lost (silent for") != std::string::npos);
+}
+
+TEST_CASE("on one slot, scheduler.max_shard_s cuts long operators into shards with the records of one job",
+          "[integration]") {
+  bb::test::temp_dir dir;
+  bb::test::write_file(dir / "trace.txt", many_inputs_trace());
+  write_kernels(dir);
+  auto whole = sweep(dir, "whole", "max_shard_s = 0\n", 1);
+  INFO(whole.err);
+  REQUIRE(whole.status == 0);
+  CHECK(journal_lines(dir / "whole/results.jsonl", "shard_finished").empty());
+  // A bound below one input's expected work: every input of a long operator a shard of its own.
+  auto bounded = sweep(dir, "bounded", "max_shard_s = 0.001\n", 1);
+  INFO(bounded.err);
+  REQUIRE(bounded.status == 0);
+  auto shard_lines = journal_lines(dir / "bounded/results.jsonl", "shard_finished");
+  CHECK(shard_lines.size() >= 12);
+  for (auto& line : shard_lines)
+    CHECK(line["correctness"].size() <= 1);
+  auto expected = records_without_timings(dir / "whole/results.jsonl");
+  REQUIRE(expected.size() == 5);
+  CHECK(records_without_timings(dir / "bounded/results.jsonl") == expected);
+  CHECK(scores_without_timings(bounded.out) == scores_without_timings(whole.out));
 }

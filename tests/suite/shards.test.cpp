@@ -92,4 +92,9 @@ TEST_CASE("an operator is cut into shards of nearly equal expected work", "[suit
   CHECK(head_within(w, {0, 8}, 1.0) == unit_range{0, 1});
   CHECK(shard_target(100.0, 10, 2.0) == Approx(5.0));
   CHECK(shard_target(100.0, 1, 2.0) == 0.0);
+  // scheduler.max_shard_s bounds a shard, one slot included; shards off stay off.
+  CHECK(shard_target(100.0, 1, 2.0, 30.0) == Approx(30.0));
+  CHECK(shard_target(100.0, 10, 2.0, 3.0) == Approx(3.0));
+  CHECK(shard_target(100.0, 10, 2.0, 30.0) == Approx(5.0));
+  CHECK(shard_target(100.0, 1, 0.0, 30.0) == 0.0);
 }
