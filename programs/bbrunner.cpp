@@ -10,8 +10,8 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
-#include <dlfcn.h>
 #include <execinfo.h>
+#include <fcntl.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -113,6 +113,83 @@ void write_hex(uintptr_t v) {
   write_text(digits);
 }
 
+uintptr_t parse_hex(const char*& p) {
+  uintptr_t v = 0;
+  for (;; ++p) {
+    char c = *p;
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0)
+      return v;
+    v = v * 16 + static_cast<uintptr_t>(d);
+  }
+}
+
+// Finds the mapping of /proc/self/maps that holds `ip` and, with `tell`, writes " in FILE +
+// OFFSET" or " (in no mapping)": read with open and read only, which a signal handler may
+// call (dladdr takes the loader's lock, which the faulting code may hold).
+bool scan_mappings(uintptr_t ip, bool tell);
+
+// Whether `ip` lies in a mapping of this process.
+bool mapped_at(uintptr_t ip) {
+  return scan_mappings(ip, false);
+}
+
+void write_mapping_of(uintptr_t ip) {
+  scan_mappings(ip, true);
+}
+
+bool scan_mappings(uintptr_t ip, bool tell) {
+  static char buf[1 << 16];
+  int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (tell)
+      write_text(" (/proc/self/maps unreadable)");
+    return true;
+  }
+  size_t kept = 0;
+  for (;;) {
+    auto n = ::read(fd, buf + kept, sizeof buf - 1 - kept);
+    if (n <= 0)
+      break;
+    kept += static_cast<size_t>(n);
+    buf[kept] = 0;
+    // Every whole line: "start-end perms offset dev inode   path".
+    char* line = buf;
+    for (char* nl; (nl = std::strchr(line, '\n')); line = nl + 1) {
+      *nl = 0;
+      const char* p = line;
+      uintptr_t start = parse_hex(p);
+      ++p;
+      uintptr_t end = parse_hex(p);
+      if (ip >= start && ip < end) {
+        while (*p == ' ' || (*p >= 'a' && *p <= 'z') || *p == '-')
+          ++p; // the permissions
+        uintptr_t offset = parse_hex(p);
+        const char* path = std::strchr(p, '/');
+        if (!path)
+          path = std::strchr(p, '[');
+        if (tell) {
+          write_text(" in ");
+          write_text(path ? path : "an anonymous mapping");
+          write_text(" + ");
+          write_hex(ip - start + offset);
+        }
+        ::close(fd);
+        return true;
+      }
+    }
+    // Keep the unfinished line for the next read.
+    kept = static_cast<size_t>(buf + kept - line);
+    std::memmove(buf, line, kept);
+    if (kept >= sizeof buf - 1)
+      kept = 0;
+  }
+  ::close(fd);
+  if (tell)
+    write_text(" (in no mapping)");
+  return false;
+}
+
 // A fatal signal (a kernel's fault, or bbrunner's own) leaves where it happened in the
 // runner's log before the process dies of it as it would have: the evaluator still sees the
 // signal, and whoever reads the log sees the faulting address, the instruction and the module
@@ -129,17 +206,19 @@ void on_fatal_signal(int sig, siginfo_t* info, void* context) {
   auto ip = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
   write_text(", instruction ");
   write_hex(ip);
-  Dl_info where{};
-  if (dladdr(reinterpret_cast<void*>(ip), &where) && where.dli_fname) {
-    write_text(" in ");
-    write_text(where.dli_fname);
-    write_text(" + ");
-    write_hex(ip - reinterpret_cast<uintptr_t>(where.dli_fbase));
-  } else {
-    write_text(" (in no loaded module)");
-  }
+  write_mapping_of(ip);
+  auto sp = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
   write_text(", stack pointer ");
-  write_hex(static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]));
+  write_hex(sp);
+  if (!mapped_at(ip)) {
+    // A jump to no code (through a dangling pointer): the stack cannot be unwound from there,
+    // but the call that jumped left its return address on top of the stack.
+    write_text(", return address on the stack ");
+    uintptr_t back = sp && mapped_at(sp) ? *reinterpret_cast<const uintptr_t*>(sp) : 0;
+    write_hex(back);
+    if (back)
+      write_mapping_of(back);
+  }
 #else
   (void)context;
 #endif
