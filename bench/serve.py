@@ -86,7 +86,7 @@ def latency(args, work):
     os.makedirs(kernels)
     with open(os.path.join(kernels, "relu_implementation_v1.py"), "w") as f:
         f.write(RELU)
-    server = Server(args.binary, folder, ["--devices", "1"])
+    server = Server(args.binary, folder, ["--devices", "1"] + [w for kv in args.server_set for w in ("--set", kv)])
     try:
         with Client(server.address, name="latency") as c:
             c.evaluate("relu", RELU, suite="smoke", settings=QUICK_TIMER)  # starts the runner
@@ -283,6 +283,8 @@ def main():
     p.add_argument("--keep", action="store_true", help="keep the run folders")
     p.add_argument("--gpu-clients", type=int, default=8, help="clients of the GPU throughput run")
     p.add_argument("--gpu-kernels", type=int, default=10, help="kernels per client of the GPU throughput run")
+    p.add_argument("--server-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting of the latency part's server (repeatable), e.g. evaluator.jit_cache=false")
     p.add_argument("--only", default="", help="comma-separated parts to run: latency,gpu,throughput,fairness")
     args = p.parse_args()
     args.gpu = gpu_here()
