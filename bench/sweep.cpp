@@ -51,6 +51,8 @@
 #include <tuple>
 #include <vector>
 
+#include <sys/wait.h>
+
 #include <nlohmann/json.hpp>
 
 namespace {
@@ -123,9 +125,11 @@ run_figures run(const std::string& name, const std::string& data, const std::str
       err = err.size() > 3000 ? err.substr(err.size() - 3000) : err;
     }
     std::fprintf(stderr, "bench_sweep: %s failed (%d):\n%s\n", name.c_str(), rc, err.c_str());
-    // A stopped sweep still writes its reports and profile for the jobs it finished: the
-    // figures below are theirs (f.ok stays false).
-    if (limit_s <= 0 || !fs::exists(logs / "profile.json"))
+    // A sweep its limit stopped (timeout's status 124) still writes its reports and profile for
+    // the jobs it finished: the figures below are theirs (f.ok stays false). A run that failed
+    // otherwise has none to show.
+    bool timed_out = WIFEXITED(rc) && WEXITSTATUS(rc) == 124;
+    if (limit_s <= 0 || !timed_out || !fs::exists(logs / "profile.json"))
       return f;
     f.stopped = true;
   }

@@ -124,27 +124,30 @@ uintptr_t parse_hex(const char*& p) {
   }
 }
 
+// A mapping of the process, as /proc/self/maps lists it.
+struct mapping {
+  bool found = false;
+  uintptr_t end = 0;
+  bool readable = false;
+  bool executable = false;
+};
+
 // Finds the mapping of /proc/self/maps that holds `ip` and, with `tell`, writes " in FILE +
 // OFFSET" or " (in no mapping)": read with open and read only, which a signal handler may
 // call (dladdr takes the loader's lock, which the faulting code may hold).
-bool scan_mappings(uintptr_t ip, bool tell);
-
-// Whether `ip` lies in a mapping of this process.
-bool mapped_at(uintptr_t ip) {
-  return scan_mappings(ip, false);
-}
+mapping scan_mappings(uintptr_t ip, bool tell);
 
 void write_mapping_of(uintptr_t ip) {
   scan_mappings(ip, true);
 }
 
-bool scan_mappings(uintptr_t ip, bool tell) {
+mapping scan_mappings(uintptr_t ip, bool tell) {
   static char buf[1 << 16];
   int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (tell)
       write_text(" (/proc/self/maps unreadable)");
-    return true;
+    return {};
   }
   size_t kept = 0;
   for (;;) {
@@ -162,8 +165,16 @@ bool scan_mappings(uintptr_t ip, bool tell) {
       ++p;
       uintptr_t end = parse_hex(p);
       if (ip >= start && ip < end) {
-        while (*p == ' ' || (*p >= 'a' && *p <= 'z') || *p == '-')
-          ++p; // the permissions
+        mapping m{true, end, false, false};
+        while (*p == ' ')
+          ++p;
+        // The permissions ("r-xp"), then the file offset.
+        m.readable = *p == 'r';
+        m.executable = *p && p[1] && p[2] == 'x';
+        while (*p && *p != ' ')
+          ++p;
+        while (*p == ' ')
+          ++p;
         uintptr_t offset = parse_hex(p);
         const char* path = std::strchr(p, '/');
         if (!path)
@@ -175,7 +186,7 @@ bool scan_mappings(uintptr_t ip, bool tell) {
           write_hex(ip - start + offset);
         }
         ::close(fd);
-        return true;
+        return m;
       }
     }
     // Keep the unfinished line for the next read.
@@ -187,7 +198,7 @@ bool scan_mappings(uintptr_t ip, bool tell) {
   ::close(fd);
   if (tell)
     write_text(" (in no mapping)");
-  return false;
+  return {};
 }
 
 // A fatal signal (a kernel's fault, or bbrunner's own) leaves where it happened in the
@@ -206,32 +217,48 @@ void on_fatal_signal(int sig, siginfo_t* info, void* context) {
   auto ip = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
   write_text(", instruction ");
   write_hex(ip);
-  write_mapping_of(ip);
+  auto code = scan_mappings(ip, true);
   auto sp = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
   write_text(", stack pointer ");
   write_hex(sp);
-  if (!mapped_at(ip)) {
-    // A jump to no code (through a dangling pointer): the stack cannot be unwound from there,
-    // but the call that jumped left its return address on top of the stack.
+  if (!code.executable) {
+    // A jump to no code (through a dangling pointer): the stack cannot be unwound from there
+    // (the unwinder would read the instruction and fault again), but the call that jumped left
+    // its return address on top of the stack.
     write_text(", return address on the stack ");
-    uintptr_t back = sp && mapped_at(sp) ? *reinterpret_cast<const uintptr_t*>(sp) : 0;
+    auto stack = scan_mappings(sp, false);
+    uintptr_t back = stack.readable && sp + sizeof(uintptr_t) <= stack.end ? *reinterpret_cast<const uintptr_t*>(sp) : 0;
     write_hex(back);
     if (back)
       write_mapping_of(back);
   }
 #else
   (void)context;
+  mapping code{true, 0, true, true};
 #endif
   write_text("; bbrunner was ");
   write_text(runner_step);
-  write_text("; native stack:\n");
-  void* frames[64];
-  int depth = backtrace(frames, 64);
-  backtrace_symbols_fd(frames, depth, STDERR_FILENO);
+  if (code.executable) {
+    // Each frame as its module and offset (for addr2line), not backtrace_symbols_fd's names:
+    // those come from the loader, under its lock.
+    write_text("; native stack:\n");
+    void* frames[64];
+    int depth = backtrace(frames, 64);
+    for (int i = 0; i < depth; ++i) {
+      write_text("  ");
+      write_hex(reinterpret_cast<uintptr_t>(frames[i]));
+      write_mapping_of(reinterpret_cast<uintptr_t>(frames[i]));
+      write_text("\n");
+    }
+  } else {
+    write_text("\n");
+  }
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
 
+// The main thread's faults only run on the alternate stack: a stack overflow in another thread
+// (an OpenMP worker, a kernel's own) dies without this line.
 void log_fatal_signals() {
   // On a stack of its own: a stack overflow is one of the faults worth telling.
   static char alternate[1 << 16];

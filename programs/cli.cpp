@@ -380,11 +380,11 @@ std::string gpu_models() {
 } // namespace
 
 std::map<std::string, op_work> estimate_sweep_work(const suite& work, const settings& s,
-                                                   const std::string& device) {
+                                                   const std::string& device, bool with_cache) {
   auto opts = runner_options_of(s);
   opts.device = device;
   // CPU slots keep reference times only in a cache folder named on purpose (local_node).
-  if (device != "cuda" && s.timing.reference_cache_dir.empty())
+  if (!with_cache || (device != "cuda" && s.timing.reference_cache_dir.empty()))
     opts.reference_cache_dir.clear();
   auto known = reference_cache(opts.reference_cache_dir).call_times(device);
   std::map<std::string, op_work> out;

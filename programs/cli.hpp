@@ -159,9 +159,10 @@ struct generative_backend {
 generative_backend spawn_generative(caf::actor_system& sys, const generative_plan& plan);
 
 /// Each operator's expected work per input on slots of `device` (suite/shards.hpp), with
-/// reference times from the reference-time cache where it has them.
+/// reference times from the reference-time cache where it has them (without reading it when
+/// not `with_cache`: from tensor bytes alone).
 std::map<std::string, op_work> estimate_sweep_work(const suite& work, const settings& s,
-                                                   const std::string& device);
+                                                   const std::string& device, bool with_cache = true);
 
 /// Whether the sweep runs on nodes (--nodes, or bbnode on every node of a Slurm allocation)
 /// rather than on this process's own slots.

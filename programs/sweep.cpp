@@ -1,5 +1,6 @@
 #include "programs/sweep.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -287,10 +288,19 @@ void sweep::start_coordinator() {
   ccfg.work = setup_.plan.work;
   ccfg.max_attempts = static_cast<uint32_t>(s.max_attempts);
   ccfg.shards_per_slot = shards_per_slot(s);
-  ccfg.max_shard_seconds = s.max_shard_s;
+  // A campaign's versions are judged whole, and a resumed campaign takes up versions, not
+  // shards: the bound on a shard's length is a sweep's.
+  ccfg.max_shard_seconds = setup_.generative ? 0.0 : s.max_shard_s;
   // Shards are sized by expected work: worth estimating when there is more than one slot, or
-  // a bound on a shard's length.
-  if (ccfg.shards_per_slot > 0 && (evaluators_.size() > 1 || ccfg.max_shard_seconds > 0))
+  // on one slot when an operator may be longer than the bound (judged from tensor bytes first,
+  // which costs no reading of the reference-time cache).
+  bool estimate = ccfg.shards_per_slot > 0 && evaluators_.size() > 1;
+  if (!estimate && ccfg.shards_per_slot > 0 && ccfg.max_shard_seconds > 0) {
+    auto rough = program::estimate_sweep_work(ccfg.work, s, slot_device(), false);
+    estimate = std::any_of(rough.begin(), rough.end(),
+                           [&](const auto& op) { return op.second.total() > ccfg.max_shard_seconds / 2; });
+  }
+  if (estimate)
     ccfg.estimates = program::estimate_sweep_work(ccfg.work, s, slot_device());
   ccfg.earlier_shards = setup_.resumed.shards;
   ccfg.job_settings = pack_settings(runner_options_of(s));

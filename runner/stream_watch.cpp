@@ -8,7 +8,9 @@
 #include <mutex>
 
 #include <map>
+#include <set>
 
+#include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
 #include <c10/cuda/CUDAStream.h>
@@ -33,9 +35,11 @@ struct cupti_api {
 
 // A call the watch looks at, and where its stream is in the call's parameters; `per_thread`:
 // the _ptsz form, where stream 0 is the calling thread's default stream, not the legacy one.
-// What a watched call does: puts work on a stream (launch), records an event on one
-// (record), or makes one wait for an event (wait).
-enum class call_kind { launch, record, wait };
+// What a watched call does: puts work on a stream (launch; a graph launch also may record any
+// event again), records an event on one (record), makes one wait for an event (wait),
+// destroys an event or a stream, or starts capturing a stream into a graph (whose records and
+// waits then build the graph and order nothing now).
+enum class call_kind { launch, graph_launch, record, wait, destroy_event, destroy_stream, begin_capture };
 
 struct watched_call {
   CUpti_CallbackDomain domain;
@@ -66,6 +70,10 @@ void* hevent_field(const void* p) {
   return static_cast<const Params*>(p)->hEvent;
 }
 
+void* no_stream(const void*) {
+  return nullptr;
+}
+
 template <class Params>
 void* config_stream(const void* p) {
   auto* config = static_cast<const Params*>(p)->config;
@@ -82,6 +90,10 @@ void* config_hstream(const void* p) {
   watched_call{CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##name, ptsz, &how<params>}
 #define BB_DRIVER(name, params, how, ptsz) \
   watched_call{CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##name, ptsz, &how<params>}
+#define BB_RUNTIME_KIND(name, params, how, ptsz, kind) \
+  watched_call{CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##name, ptsz, &how<params>, kind}
+#define BB_DRIVER_KIND(name, params, how, ptsz, kind) \
+  watched_call{CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##name, ptsz, &how<params>, kind}
 #define BB_RUNTIME_EVENT(name, params, kind, ptsz)                                                              \
   watched_call{CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##name, ptsz, &stream_field<params>, kind, \
                &event_field<params>}
@@ -107,8 +119,8 @@ const watched_call watched_calls[] = {
   BB_RUNTIME(cudaMemsetAsync_ptsz_v7000, cudaMemsetAsync_ptsz_v7000_params, stream_field, true),
   BB_RUNTIME(cudaLaunchHostFunc_v10000, cudaLaunchHostFunc_v10000_params, stream_field, false),
   BB_RUNTIME(cudaLaunchHostFunc_ptsz_v10000, cudaLaunchHostFunc_ptsz_v10000_params, stream_field, true),
-  BB_RUNTIME(cudaGraphLaunch_v10000, cudaGraphLaunch_v10000_params, stream_field, false),
-  BB_RUNTIME(cudaGraphLaunch_ptsz_v10000, cudaGraphLaunch_ptsz_v10000_params, stream_field, true),
+  BB_RUNTIME_KIND(cudaGraphLaunch_v10000, cudaGraphLaunch_v10000_params, stream_field, false, call_kind::graph_launch),
+  BB_RUNTIME_KIND(cudaGraphLaunch_ptsz_v10000, cudaGraphLaunch_ptsz_v10000_params, stream_field, true, call_kind::graph_launch),
   BB_DRIVER(cuLaunchKernel, cuLaunchKernel_params, hstream_field, false),
   BB_DRIVER(cuLaunchKernel_ptsz, cuLaunchKernel_ptsz_params, hstream_field, true),
   BB_DRIVER(cuLaunchKernelEx, cuLaunchKernelEx_params, config_hstream, false),
@@ -130,8 +142,8 @@ const watched_call watched_calls[] = {
   BB_DRIVER(cuMemsetD32Async_ptsz, cuMemsetD32Async_ptsz_params, hstream_field, true),
   BB_DRIVER(cuLaunchHostFunc, cuLaunchHostFunc_params, hstream_field, false),
   BB_DRIVER(cuLaunchHostFunc_ptsz, cuLaunchHostFunc_ptsz_params, hstream_field, true),
-  BB_DRIVER(cuGraphLaunch, cuGraphLaunch_params, hstream_field, false),
-  BB_DRIVER(cuGraphLaunch_ptsz, cuGraphLaunch_ptsz_params, hstream_field, true),
+  BB_DRIVER_KIND(cuGraphLaunch, cuGraphLaunch_params, hstream_field, false, call_kind::graph_launch),
+  BB_DRIVER_KIND(cuGraphLaunch_ptsz, cuGraphLaunch_ptsz_params, hstream_field, true, call_kind::graph_launch),
   // How work on another stream is tied to the caller's: an event recorded on one stream that
   // another waits for (a fork from the caller's stream, a join back into it).
   BB_RUNTIME_EVENT(cudaEventRecord_v3020, cudaEventRecord_v3020_params, call_kind::record, false),
@@ -147,12 +159,42 @@ const watched_call watched_calls[] = {
   BB_DRIVER_EVENT(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags_ptsz_params, call_kind::record, true),
   BB_DRIVER_EVENT(cuStreamWaitEvent, cuStreamWaitEvent_params, call_kind::wait, false),
   BB_DRIVER_EVENT(cuStreamWaitEvent_ptsz, cuStreamWaitEvent_ptsz_params, call_kind::wait, true),
+  // What would make a record or a wait mean something else than it seems: an event destroyed
+  // (its handle may come back from the next create, never recorded), a stream destroyed (its
+  // join can no longer be checked), a capture begun (records and waits build a graph).
+  watched_call{CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaEventDestroy_v3020, false, &no_stream,
+               call_kind::destroy_event, &event_field<cudaEventDestroy_v3020_params>},
+  watched_call{CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuEventDestroy_v2, false, &no_stream,
+               call_kind::destroy_event, &hevent_field<cuEventDestroy_v2_params>},
+  BB_RUNTIME_KIND(cudaStreamDestroy_v5050, cudaStreamDestroy_v5050_params, stream_field, false, call_kind::destroy_stream),
+  BB_DRIVER_KIND(cuStreamDestroy_v2, cuStreamDestroy_v2_params, hstream_field, false, call_kind::destroy_stream),
+  BB_RUNTIME_KIND(cudaStreamBeginCapture_v10000, cudaStreamBeginCapture_v10000_params, stream_field, false,
+                  call_kind::begin_capture),
+  BB_RUNTIME_KIND(cudaStreamBeginCapture_ptsz_v10000, cudaStreamBeginCapture_ptsz_v10000_params, stream_field, true,
+                  call_kind::begin_capture),
+  BB_RUNTIME_KIND(cudaStreamBeginCaptureToGraph_v12030, cudaStreamBeginCaptureToGraph_v12030_params, stream_field,
+                  false, call_kind::begin_capture),
+  BB_RUNTIME_KIND(cudaStreamBeginCaptureToGraph_ptsz_v12030, cudaStreamBeginCaptureToGraph_ptsz_v12030_params,
+                  stream_field, true, call_kind::begin_capture),
+  BB_DRIVER_KIND(cuStreamBeginCapture, cuStreamBeginCapture_params, hstream_field, false, call_kind::begin_capture),
+  BB_DRIVER_KIND(cuStreamBeginCapture_ptsz, cuStreamBeginCapture_ptsz_params, hstream_field, true,
+                 call_kind::begin_capture),
+  BB_DRIVER_KIND(cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_params, hstream_field, false,
+                 call_kind::begin_capture),
+  BB_DRIVER_KIND(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture_v2_ptsz_params, hstream_field, true,
+                 call_kind::begin_capture),
+  BB_DRIVER_KIND(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph_params, hstream_field, false,
+                 call_kind::begin_capture),
+  BB_DRIVER_KIND(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph_ptsz_params, hstream_field, true,
+                 call_kind::begin_capture),
 };
 
 #undef BB_RUNTIME
 #undef BB_DRIVER
 #undef BB_RUNTIME_EVENT
 #undef BB_DRIVER_EVENT
+#undef BB_RUNTIME_KIND
+#undef BB_DRIVER_KIND
 
 // The stream handles 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD as one of the last two.
 uintptr_t canonical(void* stream, bool per_thread) {
@@ -170,9 +212,10 @@ uintptr_t canonical(void* stream, bool per_thread) {
 // work the caller's timer does not see.
 struct side_stream {
   int64_t launches = 0;
-  bool forked = false;  // waited for the caller's stream before its first launch
-  int64_t joined = 0;   // its launches that the caller's stream has waited for
-  std::string first;    // its first launch, described
+  bool forked = false;    // waited for the caller's stream before its first launch
+  int64_t joined = 0;     // its launches that the caller's stream has waited for
+  bool unverifiable = false; // destroyed, or captured into a graph: its join cannot be checked
+  std::string first;      // its first launch, described
 };
 
 // An event's last record: on which stream, after how many of that stream's launches.
@@ -188,6 +231,7 @@ struct watch_state {
   int64_t launches = 0;
   std::map<uintptr_t, side_stream> sides;
   std::map<uintptr_t, recorded_event> events;
+  std::set<uintptr_t> capturing; // streams (not the caller's) a capture began on
 };
 
 watch_state& state() {
@@ -208,6 +252,11 @@ struct runtime_calls {
 };
 thread_local runtime_calls in_runtime;
 
+// Whether a call that returned succeeded (its cudaError_t or CUresult is 0).
+bool succeeded(const CUpti_CallbackData* info) {
+  return info->functionReturnValue && *static_cast<const int*>(info->functionReturnValue) == 0;
+}
+
 void CUPTIAPI on_call(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
   auto* info = static_cast<const CUpti_CallbackData*>(data);
   for (const auto& w : watched_calls) {
@@ -216,38 +265,66 @@ void CUPTIAPI on_call(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id, c
     auto now = watch_number.load(std::memory_order_relaxed);
     if (in_runtime.watch != now)
       in_runtime = {now, 0};
+    bool enter = info->callbackSite == CUPTI_API_ENTER;
     if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
-      if (info->callbackSite != CUPTI_API_ENTER) {
+      if (enter)
+        ++in_runtime.depth;
+      else
         in_runtime.depth = std::max(0, in_runtime.depth - 1);
-        return;
-      }
-      ++in_runtime.depth;
-    } else if (info->callbackSite != CUPTI_API_ENTER || in_runtime.depth > 0) {
-      return;
+    } else if (in_runtime.depth > 0) {
+      return; // the driver call a runtime call makes: the same call, seen as the runtime's
     }
+    // Launches, destroys and captures count at their entry (a launch that then fails counts
+    // all the same); records and waits at their exit, and only when they succeeded: a failed
+    // one orders nothing.
+    bool ordering = w.kind == call_kind::record || w.kind == call_kind::wait;
+    if (ordering ? enter || !succeeded(info) : !enter)
+      return;
     auto stream = canonical(w.stream(info->functionParams), w.per_thread);
     auto& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
-    if (w.kind == call_kind::record) {
-      auto event = reinterpret_cast<uintptr_t>(w.event(info->functionParams));
-      auto side = s.sides.find(stream);
-      s.events[event] = {stream, side == s.sides.end() ? 0 : side->second.launches};
-      return;
-    }
-    if (w.kind == call_kind::wait) {
-      auto event = s.events.find(reinterpret_cast<uintptr_t>(w.event(info->functionParams)));
-      if (event == s.events.end())
-        return; // recorded before the watch: ties nothing of this call's
-      const auto& rec = event->second;
-      if (stream == s.timed && rec.stream != s.timed) {
-        auto& side = s.sides[rec.stream];
-        side.joined = std::max(side.joined, rec.launches);
-      } else if (stream != s.timed && rec.stream == s.timed) {
-        auto& side = s.sides[stream];
-        side.forked = side.forked || side.launches == 0;
+    switch (w.kind) {
+      case call_kind::record:
+        if (!s.capturing.count(stream)) {
+          auto event = reinterpret_cast<uintptr_t>(w.event(info->functionParams));
+          auto side = s.sides.find(stream);
+          s.events[event] = {stream, side == s.sides.end() ? 0 : side->second.launches};
+        }
+        return;
+      case call_kind::wait: {
+        if (s.capturing.count(stream))
+          return;
+        auto event = s.events.find(reinterpret_cast<uintptr_t>(w.event(info->functionParams)));
+        if (event == s.events.end())
+          return; // recorded before the watch, or destroyed since: ties nothing of this call's
+        const auto& rec = event->second;
+        if (stream == s.timed && rec.stream != s.timed) {
+          auto& side = s.sides[rec.stream];
+          side.joined = std::max(side.joined, rec.launches);
+        } else if (stream != s.timed && rec.stream == s.timed) {
+          auto& side = s.sides[stream];
+          side.forked = side.forked || side.launches == 0;
+        }
+        return;
       }
-      return;
+      case call_kind::destroy_event:
+        s.events.erase(reinterpret_cast<uintptr_t>(w.event(info->functionParams)));
+        return;
+      case call_kind::destroy_stream:
+      case call_kind::begin_capture:
+        if (stream != s.timed) {
+          s.sides[stream].unverifiable = true;
+          if (w.kind == call_kind::begin_capture)
+            s.capturing.insert(stream);
+        }
+        return;
+      case call_kind::launch:
+      case call_kind::graph_launch:
+        break;
     }
+    // A graph may record any event again when it runs: no earlier record can be trusted.
+    if (w.kind == call_kind::graph_launch)
+      s.events.clear();
     ++s.launches;
     if (stream != s.timed) {
       auto& side = s.sides[stream];
@@ -336,6 +413,7 @@ stream_watch::stream_watch() {
     s.launches = 0;
     s.sides.clear();
     s.events.clear();
+    s.capturing.clear();
   }
   if (!set_callbacks(true)) {
     // Not a kernel's doing (none has run yet): the watch is out of use in this process, and
@@ -363,22 +441,44 @@ stream_report stream_watch::stop() {
   r.launches = s.launches;
   // Every stream whose work the caller's stream did not fork and join: its launches are not
   // inside the caller's interval.
+  // A join is believed only once checked: when the caller's stream is done, a stream it joined
+  // has nothing left to run.
+  bool synced = false;
+  auto still_running = [&](uintptr_t stream) {
+    if (!synced) {
+      (void)cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(s.timed));
+      synced = true;
+    }
+    auto q = cudaStreamQuery(reinterpret_cast<cudaStream_t>(stream));
+    (void)cudaGetLastError();
+    return q != cudaSuccess;
+  };
   size_t unjoined = 0;
   for (const auto& [stream, side] : s.sides) {
     if (side.launches == 0)
       continue;
-    if (side.forked && side.joined >= side.launches) {
+    std::string why;
+    if (!side.forked)
+      why = "";
+    else if (side.joined < side.launches)
+      why = ", not joined back";
+    else if (side.unverifiable)
+      why = ", its join not checkable (the stream was destroyed or captured)";
+    else if (still_running(stream))
+      why = ", joined in name only (still running when the caller's stream was done)";
+    else {
       r.joined += side.launches;
       continue;
     }
     if (++unjoined <= max_described)
       r.elsewhere.push_back(side.first + (side.launches > 1 ? " (" + std::to_string(side.launches) + " launches)" : "")
-                            + (side.forked ? ", not joined back" : ""));
+                            + why);
   }
   if (unjoined > max_described)
     r.elsewhere.push_back("and " + std::to_string(unjoined - max_described) + " more streams");
   s.sides.clear();
   s.events.clear();
+  s.capturing.clear();
   if (!intact)
     r.elsewhere.push_back("the watch's callbacks were turned off during the call");
   return r;

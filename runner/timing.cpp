@@ -564,6 +564,11 @@ paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& 
       return false;
     if (s.spent_ms >= s.share * opts.gpu_rep_ms)
       return true; // the budget is spent: as precise as do_bench would be
+    // Bounds that hold whatever the events read (a batch's span of 0 would spend nothing): the
+    // timed calls alone past the budget, or more calls than any budget makes.
+    constexpr size_t most_calls = 1'000'000;
+    if (std::accumulate(s.all.begin(), s.all.end(), 0.0) >= s.share * opts.gpu_rep_ms || s.all.size() >= most_calls)
+      return true;
     if (static_cast<int64_t>(s.all.size()) < min_calls(s))
       return false;
     auto [mean, rel_sem] = spread(s);
@@ -575,23 +580,32 @@ paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& 
     if (s.rounds.size() < 2)
       return adaptive_batch;
     auto [mean, rel_sem] = spread(s);
-    int64_t wanted = adaptive_batch;
+    double wanted = adaptive_batch;
     if (mean > 0 && std::isfinite(rel_sem)) {
       // rel_sem shrinks as 1/sqrt(n): n * (rel_sem / bound)^2 calls in all reach the bound.
       double ratio = rel_sem / bound(s);
-      wanted = static_cast<int64_t>(std::ceil(static_cast<double>(n) * ratio * ratio)) - n;
+      wanted = static_cast<double>(n) * ratio * ratio - static_cast<double>(n);
     }
-    wanted = std::max(wanted, min_calls(s) - n);
-    return std::clamp<int64_t>(wanted, adaptive_batch, std::max<int64_t>(adaptive_batch, n));
+    wanted = std::max(wanted, static_cast<double>(min_calls(s) - n));
+    // No more than the calls made so far, nor than the budget left pays for at the device time
+    // a call has cost: the last batch does not overrun the budget by much.
+    double most = static_cast<double>(std::max<int64_t>(adaptive_batch, n));
+    if (s.spent_ms > 0 && n > 0)
+      most = std::min(most, std::ceil((s.share * opts.gpu_rep_ms - s.spent_ms) / (s.spent_ms / static_cast<double>(n))));
+    wanted = std::min(std::ceil(wanted), most);
+    return static_cast<int64_t>(std::max(wanted, static_cast<double>(adaptive_batch)));
   };
   for (int64_t round = 0; !sides[0].done || !sides[1].done; ++round) {
     queued_calls q[2];
-    // A calibrating reference follows the kernel's batch size (its share of it).
-    int64_t batch = next_batch(sides[1].done ? sides[0] : sides[1]);
+    // While the kernel is timed, a calibrating reference makes its share of the kernel's batch;
+    // once the kernel is done, the reference's own batch (already counting its calls).
+    bool reference_alone = sides[1].done;
+    int64_t batch = next_batch(reference_alone ? sides[0] : sides[1]);
     for (int turn = 0; turn < 2; ++turn) {
       int i = round % 2 == 0 ? turn : 1 - turn;
       if (!sides[i].done)
-        q[i].queue(*sides[i].fn, round, cache, share_of(batch, sides[i].share, 1), nullptr, true);
+        q[i].queue(*sides[i].fn, round, cache, reference_alone ? batch : share_of(batch, sides[i].share, 1), nullptr,
+                   true);
     }
     c10::cuda::device_synchronize();
     // The kernel first: a calibrating reference is done only once the kernel is too, so that it

@@ -135,6 +135,25 @@ TEST_CASE("the stream watch tells work on the caller's stream from work on any o
     auto r = watch.stop();
     CHECK(r.elsewhere.size() == 1);
   }
+  {
+    // A wait that fails (flags CUDA refuses) orders nothing: no fork.
+    stream_watch watch;
+    auto caller = c10::cuda::getCurrentCUDAStream();
+    auto side = c10::cuda::getStreamFromPool();
+    at::cuda::CUDAEvent forked, joined;
+    forked.record(caller);
+    CHECK(cudaStreamWaitEvent(side.stream(), forked.event(), 0xBAD) != cudaSuccess);
+    (void)cudaGetLastError();
+    {
+      c10::cuda::CUDAStreamGuard guard(side);
+      (void)at::neg(x);
+    }
+    joined.record(side);
+    joined.block(caller);
+    auto r = watch.stop();
+    CHECK(r.elsewhere.size() == 1);
+    CHECK(r.joined == 0);
+  }
   synchronize("cuda");
 #else
   BB_SKIP("this build has no CUDA: [gpu] test skipped");
