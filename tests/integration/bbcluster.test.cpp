@@ -103,10 +103,12 @@ TEST_CASE("a runner that dies on its job: the sweep finishes with the job crashe
 TEST_CASE("killing the runner from outside mid-job marks the job crashed", "[integration]") {
   bb::test::temp_dir dir;
   auto logs = dir / "run";
-  // A long job (many timed calls) and no retry, so the kill lands mid-job and is final; the
-  // runner bare, a child of bbcluster (the sandbox's own deaths are the escape tests').
+  // A long job (many timed calls, one job: no bound on a shard) and no retry, so the kill
+  // lands mid-job and is final; the runner bare, a child of bbcluster (the sandbox's own
+  // deaths are the escape tests').
   bb::test::write_file(dir / "slow.toml",
-                       "[evaluator]\nmax_attempts = 1\nsandbox = \"off\"\n[timing]\ncpu_warmup = 0\ncpu_runs = 2000000\ncpu_max_seconds = 0.0\n");
+                       "[evaluator]\nmax_attempts = 1\nsandbox = \"off\"\n[timing]\ncpu_warmup = 0\ncpu_runs = 2000000\ncpu_max_seconds = 0.0\n"
+                       "[scheduler]\nmax_shard_s = 0\n");
   pid_t pid = ::fork();
   if (pid == 0) {
     auto out = dir / "stdout";

@@ -292,8 +292,10 @@ TEST_CASE("SIGINT mid-sweep: partial reports, exit 130, and the printed command 
 TEST_CASE("a second signal cuts the grace short: the runner is killed, its job left for resume, "
           "SIGTERM exits 143", "[integration]") {
   bb::test::temp_dir dir;
-  // One long job: many timed calls without a budget.
-  bb::test::write_file(dir / "slow.toml", "[timing]\ncpu_warmup = 0\ncpu_runs = 2000000\ncpu_max_seconds = 0.0\n");
+  // One long job: many timed calls without a budget (and no bound on a shard, which would cut
+  // the operator's correctness and performance inputs apart).
+  bb::test::write_file(dir / "slow.toml", "[timing]\ncpu_warmup = 0\ncpu_runs = 2000000\ncpu_max_seconds = 0.0\n"
+                                          "[scheduler]\nmax_shard_s = 0\n");
   auto pid = start(dir, {"--suite", "smoke", "--log-dir", dir / "run", "--config", dir / "slow.toml"});
   std::vector<pid_t> runners;
   for (int i = 0; i < 600 && runners.empty(); ++i) {
