@@ -457,19 +457,14 @@ stream_report stream_watch::stop() {
   for (const auto& [stream, side] : s.sides) {
     if (side.launches == 0)
       continue;
-    std::string why;
-    if (!side.forked)
-      why = "";
-    else if (side.joined < side.launches)
-      why = ", not joined back";
-    else if (side.unverifiable)
-      why = ", its join not checkable (the stream was destroyed or captured)";
-    else if (still_running(stream))
-      why = ", joined in name only (still running when the caller's stream was done)";
-    else {
+    if (side.forked && side.joined >= side.launches && !side.unverifiable && !still_running(stream)) {
       r.joined += side.launches;
       continue;
     }
+    std::string why = !side.forked                    ? ""
+                      : side.joined < side.launches   ? ", not joined back"
+                      : side.unverifiable             ? ", its join not checkable (the stream was destroyed or captured)"
+                                                      : ", joined in name only (still running when the caller's stream was done)";
     if (++unjoined <= max_described)
       r.elsewhere.push_back(side.first + (side.launches > 1 ? " (" + std::to_string(side.launches) + " launches)" : "")
                             + why);

@@ -509,6 +509,19 @@ paired_timing cuda_do_bench_pair(const timed_side& reference, const timed_side& 
 
 // --- CUDA: the adaptive timer ----------------------------------------------------------------
 
+// The mean of `xs` and its standard error over it; {0, inf} before two values.
+std::pair<double, double> mean_and_rel_sem(const std::vector<double>& xs) {
+  auto n = static_cast<int64_t>(xs.size());
+  if (n < 2)
+    return {0.0, INFINITY};
+  double mean = std::accumulate(xs.begin(), xs.end(), 0.0) / static_cast<double>(n);
+  double var = 0.0;
+  for (double x : xs)
+    var += (x - mean) * (x - mean);
+  var /= static_cast<double>(n - 1);
+  return {mean, mean > 0 ? std::sqrt(var / static_cast<double>(n)) / mean : INFINITY};
+}
+
 // Batches of calls, alternating between the sides, until each side's standard error of the
 // mean is under opts.adaptive_rel_sem (after at least opts.adaptive_min_calls calls) or the
 // device time its batches took (each call's L2 flush and preparation included, as do_bench's
@@ -548,17 +561,7 @@ paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& 
   };
   auto bound = [&](const state& s) { return opts.adaptive_rel_sem / std::sqrt(s.share); };
   // The mean and the standard error's ratio to it; {0, inf} before two calls.
-  auto spread = [](const state& s) -> std::pair<double, double> {
-    auto n = static_cast<int64_t>(s.all.size());
-    if (n < 2)
-      return {0.0, INFINITY};
-    double mean = std::accumulate(s.all.begin(), s.all.end(), 0.0) / static_cast<double>(n);
-    double var = 0.0;
-    for (double x : s.all)
-      var += (x - mean) * (x - mean);
-    var /= static_cast<double>(n - 1);
-    return {mean, mean > 0 ? std::sqrt(var / static_cast<double>(n)) / mean : INFINITY};
-  };
+  auto spread = [](const state& s) { return mean_and_rel_sem(s.all); };
   auto converged = [&](const state& s) {
     if (s.rounds.size() < 2)
       return false;
@@ -625,21 +628,16 @@ paired_timing cuda_adaptive_pair(const timed_side& reference, const timed_side& 
 
 // --- CUDA: the synchronized timer ------------------------------------------------------------
 
-// The standard error of the mean of `rounds`' calls over their mean: whether it is under
-// opts.adaptive_rel_sem after opts.adaptive_min_calls calls.
-bool precise_enough(const std::vector<std::vector<double>>& rounds, const runner_options& opts) {
+// Whether the calls of the first `count` of `rounds` have a standard error of the mean under
+// opts.adaptive_rel_sem of it, after opts.adaptive_min_calls calls.
+bool precise_enough(const std::vector<std::vector<double>>& rounds, size_t count, const runner_options& opts) {
   std::vector<double> all;
-  for (auto& r : rounds)
-    all.insert(all.end(), r.begin(), r.end());
-  auto n = static_cast<int64_t>(all.size());
-  if (n < std::max<int64_t>(2, opts.adaptive_min_calls))
+  for (size_t r = 0; r < count && r < rounds.size(); ++r)
+    all.insert(all.end(), rounds[r].begin(), rounds[r].end());
+  if (static_cast<int64_t>(all.size()) < std::max<int64_t>(2, opts.adaptive_min_calls))
     return false;
-  double mean = std::accumulate(all.begin(), all.end(), 0.0) / static_cast<double>(n);
-  double var = 0.0;
-  for (double x : all)
-    var += (x - mean) * (x - mean);
-  var /= static_cast<double>(n - 1);
-  return mean > 0 && std::sqrt(var / static_cast<double>(n)) / mean < opts.adaptive_rel_sem;
+  auto [mean, rel_sem] = mean_and_rel_sem(all);
+  return mean > 0 && rel_sem < opts.adaptive_rel_sem;
 }
 
 paired_timing cuda_synchronized_pair(const timed_side& reference, const timed_side& kernel,
@@ -682,14 +680,11 @@ paired_timing cuda_synchronized_pair(const timed_side& reference, const timed_si
       for (int64_t i = 0; i < n; ++i)
         out.push_back(one(side, checked.at(r, i)));
     }
-    if (until_precise && r >= 1) {
-      std::vector<std::vector<double>> ref_so_far(ref_rounds.begin(), ref_rounds.begin() + r + 1);
-      std::vector<std::vector<double>> ker_so_far(ker_rounds.begin(), ker_rounds.begin() + r + 1);
-      if (precise_enough(ref_so_far, opts) && precise_enough(ker_so_far, opts)) {
-        ref_rounds.resize(static_cast<size_t>(r + 1));
-        ker_rounds.resize(static_cast<size_t>(r + 1));
-        break;
-      }
+    auto done = static_cast<size_t>(r + 1);
+    if (until_precise && r >= 1 && precise_enough(ref_rounds, done, opts) && precise_enough(ker_rounds, done, opts)) {
+      ref_rounds.resize(done);
+      ker_rounds.resize(done);
+      break;
     }
   }
   return paired_from_rounds({}, ref_rounds, ker_rounds);
