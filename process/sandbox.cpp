@@ -167,8 +167,11 @@ std::vector<std::string> sandbox_command(const sandbox_policy& p, const std::vec
   }
   for (auto& h : mounted_hidden)
     b.add({"--remount-ro", h});
-  // The home is hidden: caches a program keeps under it go to the private /tmp.
-  b.add({"--setenv", "HOME", "/tmp", "--chdir", p.scratch.empty() ? "/" : normal(p.scratch)});
+  // The home is hidden: caches a program keeps under it go to the private /tmp. So do
+  // temporary files: a caller's TMPDIR (Slurm's per-job folder, a benchmark's own) is a path
+  // the sandbox does not show, where nothing could be made.
+  b.add({"--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--unsetenv", "TMP", "--unsetenv", "TEMP",
+         "--chdir", p.scratch.empty() ? "/" : normal(p.scratch)});
   if (as_root) {
     auto uid = std::to_string(p.unprivileged_uid);
     b.add({"--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",

@@ -69,7 +69,7 @@ TEST_CASE("the sandbox command: namespaces, read-only system, private /tmp, the 
   CHECK(has_sequence(cmd, {"--proc", "/proc"}));
   CHECK(has_sequence(cmd, {"--perms", "1777", "--size", std::to_string(4 << 20), "--tmpfs", "/tmp"}));
   CHECK(has_sequence(cmd, {"--perms", "1777", "--size", std::to_string(4 << 20), "--tmpfs", "/dev/shm"}));
-  CHECK(has_sequence(cmd, {"--setenv", "HOME", "/tmp"}));
+  CHECK(has_sequence(cmd, {"--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp"}));
   // A caller that is not root gets no capabilities to drop and keeps its own user.
   CHECK(std::count(cmd.begin(), cmd.end(), "setpriv") == 0);
   CHECK(std::count(cmd.begin(), cmd.end(), "--unshare-user") == 0);
@@ -227,8 +227,17 @@ TEST_CASE("a program in the sandbox sees its own processes, no network and no ho
                 "head -c 8000000 /dev/zero > /tmp/big; stat -c %s /tmp/big > " + out + "/tmp; "
                 "grep -c ':' /proc/net/dev > " + out + "/interfaces; "
                 "echo x > /dev/shm/sem.test && echo shm > " + out + "/shm; "
-                "id -u > " + out + "/uid";
+                "id -u > " + out + "/uid; "
+                "mktemp > " + out + "/mktemp";
+  // A caller's TMPDIR (Slurm's per-job folder) is not shown inside: temporary files go to
+  // the sandbox's /tmp.
+  std::string tmpdir_was = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "";
+  ::setenv("TMPDIR", (dir / "home").c_str(), 1);
   auto r = bb::run_process({"/bin/sh", "-c", script}, dir / "log", 60, p);
+  if (tmpdir_was.empty())
+    ::unsetenv("TMPDIR");
+  else
+    ::setenv("TMPDIR", tmpdir_was.c_str(), 1);
   INFO(r.how << "\n" << bb::test::read_file(dir / "log"));
   CHECK(r.ok());
   // The shell, ls, grep and bwrap's init: nothing of the machine's.
@@ -247,6 +256,7 @@ TEST_CASE("a program in the sandbox sees its own processes, no network and no ho
   CHECK(bb::test::read_file(out + "/shm") == "shm\n");
   if (::geteuid() == 0)
     CHECK(bb::test::read_file(out + "/uid") == std::to_string(p.unprivileged_uid) + "\n");
+  CHECK(bb::test::read_file(out + "/mktemp").rfind("/tmp/", 0) == 0);
 }
 
 TEST_CASE("a runner's fatal signal is read from its own lines of the log", "[process]") {
