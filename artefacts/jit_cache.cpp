@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "artefacts/sha256.hpp"
+#include "process/files.hpp"
 
 namespace bb {
 
@@ -313,10 +314,12 @@ jit_trim trim_jit_store(const std::string& store, uint64_t max_bytes, const std:
 }
 
 std::string seed_jit_folder(const std::string& from, const std::string& to) {
+  // In the runner, beside libtorch: not std::filesystem::remove_all (process/files.hpp).
+  std::string removing;
+  remove_tree(to, removing);
+  if (!removing.empty())
+    return "cannot empty " + to + ": " + removing;
   std::error_code ec;
-  fs::remove_all(to, ec);
-  if (ec)
-    return "cannot empty " + to + ": " + ec.message();
   fs::create_directories(to, ec);
   if (ec)
     return "cannot make " + to + ": " + ec.message();
@@ -336,7 +339,7 @@ std::string seed_jit_folder(const std::string& from, const std::string& to) {
        jit_bounds{}.depth);
   if (!why.empty()) {
     // Part of an entry (one trimmed while it was copied) is none: the JIT libraries compile.
-    fs::remove_all(to, ec);
+    remove_tree(to, removing);
     fs::create_directories(to, ec);
   }
   return why;

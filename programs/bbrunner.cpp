@@ -17,6 +17,7 @@
 
 #include "artefacts/jit_cache.hpp"
 #include "messages/runner_protocol.hpp"
+#include "process/files.hpp"
 #include "process/runner_loop.hpp"
 #include "runner/python_kernel.hpp"
 #include "runner/timing.hpp"
@@ -39,8 +40,8 @@ void prepare_jit_folder(const bb::runner_request& req) {
   const char* jit = std::getenv("BBCLUSTER_JIT_DIR");
   if (!jit || !*jit || req.job.kernel.kind != bb::kernel_kind::py)
     return;
-  std::error_code ec;
-  std::filesystem::remove_all(jit, ec);
+  std::string why_not;
+  bb::remove_tree(jit, why_not);
   auto name = std::filesystem::path(req.jit_entry).filename().string();
   auto folder = std::filesystem::path(jit) / (name.empty() ? "unkept" : name);
   if (auto why = bb::seed_jit_folder(req.jit_entry, folder.string()); !why.empty())
@@ -91,8 +92,10 @@ bb::runner_reply evaluate(int fd, const bb::runner_request& req, const bb::runne
     bb::send_reply(fd, note);
   });
   std::filesystem::current_path(home, ec);
-  if (made_work_dir)
-    std::filesystem::remove_all(req.work_dir, ec);
+  if (made_work_dir) {
+    std::string why_not;
+    bb::remove_tree(req.work_dir, why_not);
+  }
   std::cout.flush();
   std::cerr.flush();
   return reply;
@@ -321,5 +324,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   log_fatal_signals();
+  // Which std::filesystem the loader bound (bbrunner's own calls avoid it where it matters:
+  // process/files.hpp): said once, for whoever reads a crash's log.
+  if (auto lib = bb::std_filesystem_library(); lib.find("libstdc++") == std::string::npos)
+    std::cerr << "bbrunner: std::filesystem comes from " << (lib.empty() ? "an unknown library" : lib)
+              << ", not libstdc++; folders are removed without it\n";
   return bb::serve_runner(fd, "bbrunner", handlers());
 }
