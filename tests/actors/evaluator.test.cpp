@@ -254,3 +254,48 @@ TEST_CASE("what a sandboxed Python kernel's JIT libraries compile is kept for th
     std::filesystem::remove_all(dir, ec);
   }
 }
+
+TEST_CASE("Python jobs one after another keep their runner where the loader binds libtorch's "
+          "std::filesystem",
+          "[actors]") {
+  // As on the H100 machine: bbrunner's std::filesystem calls bound to the copy libtorch.so
+  // exports, whose remove_all of a folder with contents jumps to address 0. Each Python job
+  // after a runner's first empties the first one's JIT folder; it crashed there and ran again
+  // on a fresh runner.
+  caf::actor_system_config cfg;
+  cfg.add_message_types<caf::id_block::bb>();
+  caf::actor_system sys{cfg};
+  auto dir = test::unhidden_temp_dir("libtorch-fs");
+  std::filesystem::create_directories(dir + "/store");
+  auto wrapper = dir + "/bbrunner-libtorch-first";
+  test::write_file(wrapper, "#!/bin/sh\nLD_PRELOAD=" BB_TORCH_LIBRARY_DIR "/libtorch.so exec " BB_BIN_DIR
+                            "/bbrunner \"$@\"\n");
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  evaluator_config ecfg;
+  ecfg.runner = wrapper;
+  ecfg.log_dir = dir + "/logs";
+  ecfg.options.cpu_warmup = 1;
+  ecfg.options.cpu_runs = 2;
+  ecfg.jit_cache_dir = dir + "/store";
+  ecfg.sandbox.mode = sandbox_mode::off;
+  // Each kernel leaves files in its JIT folder, for the next job to empty.
+  auto a = python_relu(dir, "open(os.path.join(d, 'a.cubin'), 'w').write('a')\n", "");
+  auto b = python_relu(dir, "open(os.path.join(d, 'b.cubin'), 'w').write('b')\n", "");
+  caf::scoped_actor self{sys};
+  auto e = sys.spawn<caf::detached>(evaluator, ecfg);
+  auto first = evaluate(self, e, relu_job(1, a));
+  auto second = evaluate(self, e, relu_job(2, b));
+  auto third = evaluate(self, e, relu_job(3, a));
+  self->send_exit(e, caf::exit_reason::user_shutdown);
+  auto log = test::read_file(dir + "/logs/runner_local_slot0.log");
+  INFO(log);
+  // The wrapper did put libtorch first (else this test proves nothing).
+  REQUIRE(log.find("std::filesystem comes from " BB_TORCH_LIBRARY_DIR "/libtorch.so") != std::string::npos);
+  for (auto* r : {&first, &second, &third}) {
+    CHECK(r->outcome == outcome::ok);
+    CHECK(r->runner_restarts == 0);
+  }
+  CHECK(log.find("fatal signal") == std::string::npos);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
