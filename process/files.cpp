@@ -36,6 +36,8 @@ uint64_t empty_folder(int dir, const std::string& where, std::string& error) {
       int sub = ::openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (sub >= 0)
         removed += empty_folder(sub, where + "/" + name, error);
+      else if (error.empty())
+        error = "cannot open " + where + "/" + name + ": " + std::strerror(errno);
       if (::unlinkat(dir, name, AT_REMOVEDIR) == 0)
         ++removed;
       else if (errno != ENOENT && error.empty())
@@ -52,8 +54,12 @@ uint64_t empty_folder(int dir, const std::string& where, std::string& error) {
 
 } // namespace
 
-uint64_t remove_tree(const std::string& path, std::string& error) {
+uint64_t remove_tree(const std::string& given, std::string& error) {
   error.clear();
+  // "link/" would name the folder a link points to, even with O_NOFOLLOW.
+  std::string path = given;
+  while (path.size() > 1 && path.back() == '/')
+    path.pop_back();
   struct stat st{};
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno != ENOENT)
@@ -71,6 +77,8 @@ uint64_t remove_tree(const std::string& path, std::string& error) {
   int dir = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dir >= 0)
     removed = empty_folder(dir, path, error);
+  else if (errno != ENOENT)
+    error = "cannot open " + path + ": " + std::strerror(errno);
   if (::rmdir(path.c_str()) == 0)
     ++removed;
   else if (errno != ENOENT && error.empty())

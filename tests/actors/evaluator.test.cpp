@@ -268,8 +268,8 @@ TEST_CASE("Python jobs one after another keep their runner where the loader bind
   auto dir = test::unhidden_temp_dir("libtorch-fs");
   std::filesystem::create_directories(dir + "/store");
   auto wrapper = dir + "/bbrunner-libtorch-first";
-  test::write_file(wrapper, "#!/bin/sh\nLD_PRELOAD=" BB_TORCH_LIBRARY_DIR "/libtorch.so exec " BB_BIN_DIR
-                            "/bbrunner \"$@\"\n");
+  test::write_file(wrapper, "#!/bin/sh\nLD_PRELOAD=\"" BB_TORCH_LIBRARY_DIR "/libtorch.so${LD_PRELOAD:+ $LD_PRELOAD}\" exec \""
+                            BB_BIN_DIR "/bbrunner\" \"$@\"\n");
   std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
   evaluator_config ecfg;
   ecfg.runner = wrapper;

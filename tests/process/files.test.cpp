@@ -25,6 +25,12 @@ TEST_CASE("remove_tree removes a folder with contents, and a link but not what i
   CHECK(error.empty());
   CHECK(!std::filesystem::exists(root));
   CHECK(bb::test::read_file(dir / "outside/kept") == "x");
+  // A link to a folder, named with a trailing slash: the link goes, not what it points to.
+  std::filesystem::create_directory_symlink(dir / "outside", dir / "link");
+  CHECK(bb::remove_tree(dir / "link/", error) == 1);
+  CHECK(error.empty());
+  CHECK(!std::filesystem::exists(std::filesystem::symlink_status(dir / "link")));
+  CHECK(bb::test::read_file(dir / "outside/kept") == "x");
 }
 
 TEST_CASE("remove_tree: a missing path is no error, a file is removed, a failure is told",

@@ -69,7 +69,8 @@ TEST_CASE("the sandbox command: namespaces, read-only system, private /tmp, the 
   CHECK(has_sequence(cmd, {"--proc", "/proc"}));
   CHECK(has_sequence(cmd, {"--perms", "1777", "--size", std::to_string(4 << 20), "--tmpfs", "/tmp"}));
   CHECK(has_sequence(cmd, {"--perms", "1777", "--size", std::to_string(4 << 20), "--tmpfs", "/dev/shm"}));
-  CHECK(has_sequence(cmd, {"--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp"}));
+  CHECK(has_sequence(cmd, {"--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--unsetenv", "TMP",
+                           "--unsetenv", "TEMP"}));
   // A caller that is not root gets no capabilities to drop and keeps its own user.
   CHECK(std::count(cmd.begin(), cmd.end(), "setpriv") == 0);
   CHECK(std::count(cmd.begin(), cmd.end(), "--unshare-user") == 0);
@@ -231,13 +232,15 @@ TEST_CASE("a program in the sandbox sees its own processes, no network and no ho
                 "mktemp > " + out + "/mktemp";
   // A caller's TMPDIR (Slurm's per-job folder) is not shown inside: temporary files go to
   // the sandbox's /tmp.
-  std::string tmpdir_was = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "";
+  const char* tmpdir = std::getenv("TMPDIR");
+  bool tmpdir_set = tmpdir != nullptr;
+  std::string tmpdir_was = tmpdir_set ? tmpdir : "";
   ::setenv("TMPDIR", (dir / "home").c_str(), 1);
   auto r = bb::run_process({"/bin/sh", "-c", script}, dir / "log", 60, p);
-  if (tmpdir_was.empty())
-    ::unsetenv("TMPDIR");
-  else
+  if (tmpdir_set)
     ::setenv("TMPDIR", tmpdir_was.c_str(), 1);
+  else
+    ::unsetenv("TMPDIR");
   INFO(r.how << "\n" << bb::test::read_file(dir / "log"));
   CHECK(r.ok());
   // The shell, ls, grep and bwrap's init: nothing of the machine's.

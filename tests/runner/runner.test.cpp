@@ -11,7 +11,6 @@
 #include <cmath>
 #include <limits>
 
-#include "process/files.hpp"
 #include "runner/compare.hpp"
 #include "runner/inputs.hpp"
 #include "runner/runner.hpp"
@@ -444,14 +443,3 @@ TEST_CASE("a job with a stream tag tells each input's records as the input ends"
   CHECK((!inputs[2].correctness && inputs[2].performance && inputs[2].index == 0));
 }
 
-// libtorch.so carries a std::filesystem of its own, exported, whose remove_all of a folder
-// with contents calls through a null pointer (seen on the GPU machine: every Python job after
-// a runner's first died emptying its JIT folder). The programs that link libtorch name
-// libstdc++ first (runner/CMakeLists.txt), and bbrunner's own removals do not use it
-// (process/files.hpp).
-TEST_CASE("a program linking libtorch gets libstdc++'s std::filesystem, not libtorch's",
-          "[runner]") {
-  auto lib = bb::std_filesystem_library();
-  INFO("std::filesystem::remove_all comes from " << lib);
-  CHECK(lib.find("libstdc++") != std::string::npos);
-}
