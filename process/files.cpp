@@ -25,28 +25,39 @@ uint64_t empty_folder(int dir, const std::string& where, std::string& error) {
     return 0;
   }
   uint64_t removed = 0;
-  while (dirent* e = ::readdir(d)) {
-    const char* name = e->d_name;
-    if (!std::strcmp(name, ".") || !std::strcmp(name, ".."))
-      continue;
-    struct stat st{};
-    if (::fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-      continue; // gone meanwhile
-    if (S_ISDIR(st.st_mode)) {
-      int sub = ::openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (sub >= 0)
-        removed += empty_folder(sub, where + "/" + name, error);
-      else if (error.empty())
-        error = "cannot open " + where + "/" + name + ": " + std::strerror(errno);
-      if (::unlinkat(dir, name, AT_REMOVEDIR) == 0)
-        ++removed;
-      else if (errno != ENOENT && error.empty())
+  // One pass over the folder's entries: how many it removed.
+  auto pass = [&] {
+    uint64_t n = 0;
+    while (dirent* e = ::readdir(d)) {
+      const char* name = e->d_name;
+      if (!std::strcmp(name, ".") || !std::strcmp(name, ".."))
+        continue;
+      struct stat st{};
+      if (::fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        continue; // gone meanwhile
+      if (S_ISDIR(st.st_mode)) {
+        int sub = ::openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0)
+          n += empty_folder(sub, where + "/" + name, error);
+        else if (error.empty())
+          error = "cannot open " + where + "/" + name + ": " + std::strerror(errno);
+        if (::unlinkat(dir, name, AT_REMOVEDIR) == 0)
+          ++n;
+        else if (errno != ENOENT && error.empty())
+          error = "cannot remove " + where + "/" + name + ": " + std::strerror(errno);
+      } else if (::unlinkat(dir, name, 0) == 0) {
+        ++n;
+      } else if (errno != ENOENT && error.empty()) {
         error = "cannot remove " + where + "/" + name + ": " + std::strerror(errno);
-    } else if (::unlinkat(dir, name, 0) == 0) {
-      ++removed;
-    } else if (errno != ENOENT && error.empty()) {
-      error = "cannot remove " + where + "/" + name + ": " + std::strerror(errno);
+      }
     }
+    return n;
+  };
+  // Entries removed while the folder is read can make readdir skip others (NFS, where a
+  // scratch folder may live without a sandbox): read it again until a pass removes nothing.
+  while (uint64_t n = pass()) {
+    removed += n;
+    ::rewinddir(d);
   }
   ::closedir(d); // closes `dir`
   return removed;

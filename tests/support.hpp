@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include <ftw.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -22,9 +23,11 @@ struct temp_dir {
     char tmpl[] = "/tmp/bbtest-XXXXXX";
     path = ::mkdtemp(tmpl);
   }
+  // Not std::filesystem::remove_all: in a test that links libtorch it may be libtorch.so's,
+  // which jumps to address 0 on a folder with contents (process/files.hpp).
   ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
+    ::nftw(path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
+           FTW_DEPTH | FTW_PHYS);
   }
   std::string operator/(const std::string& name) const {
     return path + "/" + name;
