@@ -12,7 +12,9 @@
 # runs the sweep benchmark without its --topn 20 run; checks runs the exploit checks' cost,
 # the included set with them off and on; exploits runs the exploit corpus and the runner's
 # [gpu] tests alone; full runs every included input with the adaptive timer, stopped after
-# 420 s; graphs times every operator's smallest input with --timer cudagraph and do_bench).
+# 420 s; graphs times every operator's smallest input with --timer cudagraph and do_bench;
+# serve runs bench/serve.py's latency and GPU throughput parts, and prints any fatal-signal
+# line of the served runners; jit runs bench/jit_cache.py with FlagGems, cold and warm).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=$(mkdir -p "${1:?usage: gpu-check.sh OUT_DIR [TRACES_DIR]}" && cd "$1" && pwd)
@@ -109,5 +111,22 @@ if want checks; then
 step "the exploit checks' cost (included set, aten, topn 1: off, on, on, off)"
 timeout 560 "$build/bench/bench_sweep" --checks --data "$traces/backendbench/backend_bench_problems_included.txt" \
   --keep "${TMPDIR:-/tmp}/bench_checks" 2>&1 | tee "$out/bench_checks.txt" | tail -20
+fi
+if want serve; then
+step "the service: latency of one relu input and many clients' kernels on the GPU"
+if "$BBCLUSTER_PYTHON" -c "import zmq, msgpack" 2>/dev/null; then
+  mkdir -p "$out/serve"
+  TMPDIR="$out/serve" timeout 400 "$BBCLUSTER_PYTHON" "$here/bench/serve.py" --bin "$build/bin" \
+    --only latency,gpu --keep 2>&1 | tee "$out/bench_serve.txt" | tail -30
+  # A served runner that crashed says where in its log (bbrunner's fatal-signal line).
+  find "$out/serve" -name "runner_*.log" -exec grep -h "bbrunner:" {} + 2>/dev/null | sort | uniq -c | head -10
+else
+  echo "not run: the Python client needs pyzmq and msgpack in $BBCLUSTER_PYTHON"
+fi
+fi
+if want jit; then
+step "the JIT cache: FlagGems over the included set, cold and warm"
+timeout 560 "$BBCLUSTER_PYTHON" "$here/bench/jit_cache.py" --bin "$build/bin" --flag-gems --no-off \
+  --data "$traces/backendbench/backend_bench_problems_included.txt" 2>&1 | tee "$out/bench_jit.txt" | tail -20
 fi
 step "done"
