@@ -10,9 +10,10 @@
 #include <sstream>
 #include <string>
 
-#include <ftw.h>
 #include <sys/resource.h>
 #include <unistd.h>
+
+#include "process/files.hpp"
 
 namespace bb::test {
 
@@ -26,8 +27,8 @@ struct temp_dir {
   // Not std::filesystem::remove_all: in a test that links libtorch it may be libtorch.so's,
   // which jumps to address 0 on a folder with contents (process/files.hpp).
   ~temp_dir() {
-    ::nftw(path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
-           FTW_DEPTH | FTW_PHYS);
+    std::string why_not;
+    bb::remove_tree(path, why_not);
   }
   std::string operator/(const std::string& name) const {
     return path + "/" + name;

@@ -442,4 +442,3 @@ TEST_CASE("a job with a stream tag tells each input's records as the input ends"
   CHECK((inputs[1].correctness && !inputs[1].performance && inputs[1].index == 1));
   CHECK((!inputs[2].correctness && inputs[2].performance && inputs[2].index == 0));
 }
-
