@@ -1,6 +1,7 @@
 #include "actors/evaluator.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <set>
 #include <chrono>
@@ -54,7 +55,8 @@ runner_spec spec_of(const evaluator_config& cfg) {
     spec.env.push_back("CUDA_VISIBLE_DEVICES=" + cfg.gpu);
   // Where Triton and TorchInductor compile to: in the scratch folder, which a sandbox
   // replaces with a bounded one of the runner's own. FlagGems reads its folder once per
-  // process and keeps its tuning database open: one for the runner's life, never kept.
+  // process and keeps its tuning database open: one for the runner's life, seeded from the
+  // store's tuning databases and kept back into them (keep_compiled).
   // TorchInductor compiles in the runner itself: a pool of compile processes left running would
   // keep its kernels out of the cache (nothing is kept while the sandbox holds another process).
   if (!cfg.jit_cache_dir.empty()) {
@@ -123,8 +125,20 @@ std::string jit_entry_of(const evaluator_state& st, const eval_job& job) {
   return (std::filesystem::path(jit_store_for(st.cfg.jit_cache_dir, st.runner.where())) / name).string();
 }
 
+// This slot's folder among the FlagGems tuning store's: its node's name and slot, in letters,
+// digits, '.', '-' and '_' only.
+std::string tuning_feeder(const evaluator_config& cfg) {
+  std::string name = cfg.node.empty() ? "local" : cfg.node;
+  for (auto& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_')
+      c = '_';
+  if (name.front() == '.')
+    name.front() = '_';
+  return name + "_slot" + std::to_string(cfg.slot);
+}
+
 // After a job that ended untampered: what its kernel compiled, from the runner's JIT folder into
-// its entry in the store. Not when a process of the sandbox outlived its job: it could have
+// its entry in the store, and FlagGems' tuning databases. Not when a process of the sandbox outlived its job: it could have
 // written into this kernel's folder.
 void keep_compiled(evaluator_state& st, const std::string& entry, const std::string& tag) {
   if (entry.empty())
@@ -142,8 +156,19 @@ void keep_compiled(evaluator_state& st, const std::string& entry, const std::str
   std::error_code ec;
   auto scratch = std::filesystem::weakly_canonical(scratch_root(st.cfg), ec);
   auto from = (ec ? scratch_root(st.cfg) : scratch) / "jit" / std::filesystem::path(entry).filename();
-  auto kept = harvest_jit_cache("/proc/self/fd/" + std::to_string(proc) + "/root", from.string(), entry);
+  auto root = "/proc/self/fd/" + std::to_string(proc) + "/root";
+  auto kept = harvest_jit_cache(root, from.string(), entry);
+  // FlagGems' tuning databases, into this slot's folder of the store's (the runner merges all of
+  // them into its own before its first Python kernel loads).
+  auto tuning = harvest_tuning(root, ((ec ? scratch_root(st.cfg) : scratch) / "flaggems" / "config_cache").string(),
+                               (std::filesystem::path(entry).parent_path() / flag_gems_tuning_folder
+                                / tuning_feeder(st.cfg))
+                                 .string());
   ::close(proc);
+  if (tuning.files > 0)
+    spdlog::debug("evaluator {}: kept FlagGems' tuning ({} files, {} bytes)", tag, tuning.files, tuning.bytes);
+  if (!tuning.stopped.empty())
+    spdlog::warn("evaluator {}: FlagGems' tuning is not kept: {}", tag, tuning.stopped);
   if (kept.files > 0)
     spdlog::debug("evaluator {}: kept {} compiled files ({} bytes) in {}", tag, kept.files, kept.bytes, entry);
   if (!kept.stopped.empty())

@@ -240,6 +240,53 @@ jit_harvest harvest_jit_cache(const std::string& root, const std::string& from, 
   return h;
 }
 
+tuning_harvest harvest_tuning(const std::string& root, const std::string& from, const std::string& to,
+                              uint64_t max_bytes, uint64_t free_bytes) {
+  tuning_harvest h;
+  fd_guard top{open_beneath(root, from)};
+  if (top.fd < 0)
+    return h;
+  std::error_code ec;
+  fs::create_directories(to, ec);
+  struct statvfs vfs {};
+  if (ec || ::statvfs(to.c_str(), &vfs) != 0) {
+    h.stopped = "cannot make " + to;
+    return h;
+  }
+  if (static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize < free_bytes) {
+    h.stopped = "the store's file system has less than " + std::to_string(free_bytes >> 20) + " MiB free";
+    return h;
+  }
+  walk(top.fd, {},
+       [&](int dir, const std::string& name, const fs::path& relative) {
+         if (relative.has_parent_path() || name.size() <= 3 || name.compare(name.size() - 3, 3, ".db") != 0)
+           return;
+         struct stat st {}, journal {}, kept {};
+         if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)
+             || ::fstatat(dir, (name + "-journal").c_str(), &journal, AT_SYMLINK_NOFOLLOW) == 0
+             || ::fstatat(dir, (name + "-wal").c_str(), &journal, AT_SYMLINK_NOFOLLOW) == 0)
+           return;
+         if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+           h.stopped = name + " holds more than " + std::to_string(max_bytes >> 20) + " MiB";
+           return;
+         }
+         auto target = fs::path(to) / name;
+         if (::lstat(target.c_str(), &kept) == 0 && kept.st_size == st.st_size
+             && kept.st_mtim.tv_sec == st.st_mtim.tv_sec && kept.st_mtim.tv_nsec == st.st_mtim.tv_nsec)
+           return;
+         auto n = copy_whole(dir, name, target, max_bytes);
+         if (n < 0)
+           return;
+         // The source's time on the copy: the next harvest passes over a database unchanged since.
+         struct timespec times[2] = {st.st_atim, st.st_mtim};
+         ::utimensat(AT_FDCWD, target.c_str(), times, AT_SYMLINK_NOFOLLOW);
+         ++h.files;
+         h.bytes += static_cast<uint64_t>(n);
+       },
+       [](const fs::path&) {}, 0);
+  return h;
+}
+
 uint64_t jit_entry_bytes(const std::string& entry) {
   std::ifstream in(entry + ".bytes");
   uint64_t recorded = 0;

@@ -85,6 +85,30 @@ struct jit_trim {
 /// moment copies all of it or finds none; trims of one store take turns (a lock file in it).
 jit_trim trim_jit_store(const std::string& store, uint64_t max_bytes, const std::string& keep = "");
 
+/// The store's folder, beside the kernels' entries, of FlagGems' tuning databases (what its
+/// autotuner measured and chose per kernel and shape): one subfolder per slot that fed it.
+/// Unlike an entry it is shared by every kernel of the machine: a kernel could write FlagGems'
+/// database in its runner, so what it holds can steer a later FlagGems kernel to another of its
+/// own configurations (a slower one, or a wrong one that the checks then fail), never time one.
+inline constexpr const char* flag_gems_tuning_folder = "flaggems";
+
+/// What harvest_tuning copied.
+struct tuning_harvest {
+  size_t files = 0;
+  uint64_t bytes = 0;
+  /// Why a database was not copied ("" when none was left out for a reason worth telling).
+  std::string stopped;
+};
+
+/// Copies FlagGems' tuning databases, the regular files `*.db` directly in `from` (an absolute
+/// path seen from `root`, opened as harvest_jit_cache opens it: no link followed), into the
+/// folder `to`, each written whole and replacing the file of its name there. A database whose
+/// size and time are those of the copy in `to` is passed over, as is one beside a journal
+/// (`-journal`, `-wal`: a transaction not ended) or larger than `max_bytes`; nothing is copied
+/// while the file system of `to` has less than `free_bytes` free.
+tuning_harvest harvest_tuning(const std::string& root, const std::string& from, const std::string& to,
+                              uint64_t max_bytes = uint64_t{64} << 20, uint64_t free_bytes = uint64_t{2} << 30);
+
 /// Copies the store's entry `from` into the runner's own folder `to` (made empty first):
 /// regular files and folders only; `from` "" or absent leaves `to` empty. Returns "" or why
 /// it could not; then `to` is left empty, never half copied.

@@ -2,6 +2,7 @@
 // msgpack frames over the inherited socket given by --fd (never stdout), and evaluates one job
 // at a time. Its stdout and stderr belong to the kernels and go to the evaluator's log.
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +33,31 @@ void maybe_inject_fault(const bb::eval_job& job) {
     std::raise(SIGKILL);
 }
 
+// FlagGems' autotuner measures each kernel's configurations on a shape's first call and keeps
+// what it chose in a database under $FLAGGEMS_CACHE_DIR, which it opens once, on import. Before
+// the runner's first Python kernel loads, the databases the store keeps beside the kernels'
+// entries (its flaggems/ folder, fed by the evaluator after untampered jobs) are merged into
+// this runner's, so a shape tuned by an earlier run or runner is not measured again.
+void seed_flag_gems_tuning(const bb::runner_request& req) {
+  static bool seeded = false;
+  const char* own = std::getenv("FLAGGEMS_CACHE_DIR");
+  if (seeded || req.jit_entry.empty() || !own || !*own)
+    return;
+  seeded = true;
+  auto store = std::filesystem::path(req.jit_entry).parent_path() / bb::flag_gems_tuning_folder;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(store, ec))
+    return;
+  size_t rows = 0;
+  auto started = std::chrono::steady_clock::now();
+  auto why = bb::runner::python_seed_tuning(store.string(), (std::filesystem::path(own) / "config_cache").string(), rows);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!why.empty())
+    std::cerr << "bbrunner: FlagGems' kept tuning is not used in full (" << rows << " rows read): " << why << "\n";
+  else
+    std::cerr << "bbrunner: FlagGems' kept tuning: " << rows << " rows read in " << took << " s\n";
+}
+
 // A Python kernel's JIT libraries compile into a folder of its own under $BBCLUSTER_JIT_DIR
 // (set by the evaluator; in a sandbox, in this runner's private scratch folder), seeded from
 // the kernel's entry in the store (none: an empty folder). The JIT folder is emptied first:
@@ -47,6 +73,7 @@ void prepare_jit_folder(const bb::runner_request& req) {
   if (auto why = bb::seed_jit_folder(req.jit_entry, folder.string()); !why.empty())
     std::cerr << "bbrunner: the JIT cache's entry is not used: " << why << "\n";
   bb::runner::python_use_jit_folder(folder.string());
+  seed_flag_gems_tuning(req);
 }
 
 // What bbrunner's own code is doing, for the log of a fatal signal: set at each step of a
@@ -292,10 +319,18 @@ bb::runner_handlers handlers() {
   h.evaluate = [](int fd, const bb::runner_request& req, const bb::runner_options& opts) {
     maybe_inject_fault(req.job);
     runner_step = "preparing the job's JIT folder";
+    auto preparing = std::chrono::steady_clock::now();
     prepare_jit_folder(req);
+    double prepared = std::chrono::duration<double>(std::chrono::steady_clock::now() - preparing).count();
     runner_step = "evaluating a job";
     // The sweep's settings, as the job carries them, over this runner's own.
     auto reply = evaluate(fd, req, bb::job_options(opts, req.job.settings));
+    // The JIT folder and FlagGems' tuning made ready: part of loading the kernel, and of the
+    // job's time on the runner (else the evaluator counts it as moving results).
+    if (reply.kind == bb::runner_reply_kind::result && prepared > 0.0) {
+      reply.result.phases["load_kernel"] += prepared;
+      reply.result.wall_seconds += prepared;
+    }
     runner_step = "sending a job's result, or waiting for the next job";
     return reply;
   };

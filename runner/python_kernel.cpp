@@ -122,6 +122,63 @@ def use_jit_folder(folder):
     os.environ['TRITON_CACHE_DIR'] = os.path.join(folder, 'triton')
     os.environ['TORCHINDUCTOR_CACHE_DIR'] = os.path.join(folder, 'inductor')
 
+# FlagGems' tuning databases (what its autotuner measured and chose, per kernel and shape), as
+# the evaluator kept them: one folder per slot that fed the store, merged here into the
+# runner's own before any kernel imports FlagGems. Only tables and their rows are read; the
+# statements are built here from the columns' names and types, so nothing a database holds
+# (its schema's text, a trigger, a view) ever runs.
+tuning_type = None
+
+def quoted(name):
+    return '"' + name.replace('"', '""') + '"'
+
+def seed_tuning(store, to):
+    import re, sqlite3, urllib.parse
+    global tuning_type
+    tuning_type = tuning_type or re.compile(r'^[A-Za-z ]{0,32}(\(\d{1,4}\))?$')
+    sources = {}
+    for feeder in sorted(os.listdir(store)):
+        folder = os.path.join(store, feeder)
+        if os.path.islink(folder) or not os.path.isdir(folder):
+            continue
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            if name.endswith('.db') and not os.path.islink(path) and os.path.isfile(path):
+                sources.setdefault(name, []).append(path)
+    os.makedirs(to, exist_ok=True)
+    merged = 0
+    for name, paths in sources.items():
+        target = sqlite3.connect(os.path.join(to, name))
+        try:
+            for path in paths:
+                source = sqlite3.connect('file:' + urllib.parse.quote(path) + '?mode=ro&immutable=1', uri=True)
+                try:
+                    tables = [t for (t,) in source.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+                    for table in tables:
+                        if table.startswith('sqlite_'):
+                            continue
+                        columns = source.execute('PRAGMA table_info(' + quoted(table) + ')').fetchall()
+                        keys = [c[1] for c in sorted(columns, key=lambda c: c[5]) if c[5] > 0]
+                        if not columns or not keys or not all(tuning_type.match(c[2] or '') for c in columns):
+                            continue
+                        names = ', '.join(quoted(c[1]) for c in columns)
+                        target.execute('CREATE TABLE IF NOT EXISTS ' + quoted(table) + ' ('
+                                       + ', '.join(quoted(c[1]) + ' ' + (c[2] or '') for c in columns)
+                                       + ', PRIMARY KEY (' + ', '.join(quoted(k) for k in keys) + '))')
+                        rows = source.execute('SELECT ' + names + ' FROM ' + quoted(table)).fetchall()
+                        try:
+                            target.executemany('INSERT OR IGNORE INTO ' + quoted(table) + ' (' + names + ') VALUES ('
+                                               + ', '.join('?' * len(columns)) + ')', rows)
+                        except sqlite3.Error:
+                            continue  # the runner's table of that name differs: the first kept wins
+                        merged += len(rows)
+                    target.commit()
+                finally:
+                    source.close()
+        finally:
+            target.close()
+    return merged
+
 def describe(kind, value, tb):
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith('<'):
         tb = tb.tb_next
@@ -141,7 +198,7 @@ original_comparisons = comparisons()
 // survive it), and a static py::object would be released without the GIL at exit.
 struct helpers {
   py::object load, unload, tampered, describe, timers, original_timers, comparisons,
-    original_comparisons, mark_threads, new_threads, use_jit_folder;
+    original_comparisons, mark_threads, new_threads, use_jit_folder, seed_tuning;
 };
 std::atomic<helpers*> python{nullptr};
 
@@ -200,7 +257,7 @@ std::string start_python() {
       python = new helpers{ns["load"],        ns["unload"],       ns["tampered"],
                            ns["describe"],    ns["timers"],       ns["original_timers"],
                            ns["comparisons"], ns["original_comparisons"], ns["mark_threads"],
-                           ns["new_threads"], ns["use_jit_folder"]};
+                           ns["new_threads"], ns["use_jit_folder"], ns["seed_tuning"]};
     } catch (const py::error_already_set& e) {
       auto err = to_error(e);
       why = "cannot import torch: " + err.type + ": " + err.what();
@@ -423,6 +480,21 @@ void python_use_jit_folder(const std::string& folder) {
   try {
     h->use_jit_folder(folder);
   } catch (const py::error_already_set&) {
+  }
+}
+
+std::string python_seed_tuning(const std::string& store, const std::string& to, size_t& rows) {
+  rows = 0;
+  if (auto why = ensure_python(); !why.empty())
+    return why;
+  auto* h = python.load();
+  py::gil_scoped_acquire gil;
+  try {
+    rows = h->seed_tuning(store, to).cast<size_t>();
+    return "";
+  } catch (const py::error_already_set& e) {
+    auto err = to_error(e);
+    return err.type + ": " + err.what();
   }
 }
 

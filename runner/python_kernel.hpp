@@ -76,6 +76,13 @@ bool python_comparison_tampered();
 /// kernel about to load: in the environment before Python starts, in os.environ after.
 void python_use_jit_folder(const std::string& folder);
 
+/// Merges FlagGems' tuning databases kept in the store's folder `store` (one subfolder per
+/// slot that fed it, each holding FlagGems' `*.db` files) into the folder `to` (FlagGems'
+/// config_cache of this runner), starting Python if it has not started. Only tables with a
+/// primary key and columns of plain types are read, row by row; a row the runner's database
+/// holds already is kept as it is. Sets `rows` to the rows read; returns "" or why it stopped.
+std::string python_seed_tuning(const std::string& store, const std::string& to, size_t& rows);
+
 /// Records the Python threads alive now (nothing when Python has not started).
 void python_mark_threads();
 

@@ -299,3 +299,56 @@ TEST_CASE("Python jobs one after another keep their runner where the loader bind
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
 }
+
+TEST_CASE("FlagGems' tuning kept after one sandboxed runner's job seeds the next runner's", "[actors]") {
+  if (!sandbox_unavailable().empty())
+    BB_SKIP("no sandbox on this machine, test skipped: " << sandbox_unavailable());
+  caf::actor_system_config cfg;
+  cfg.add_message_types<caf::id_block::bb>();
+  caf::actor_system sys{cfg};
+  auto dir = test::unhidden_temp_dir("tuning");
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_read
+                                      | std::filesystem::perms::group_exec | std::filesystem::perms::others_read
+                                      | std::filesystem::perms::others_exec);
+  std::filesystem::create_directories(dir + "/store");
+  evaluator_config ecfg;
+  ecfg.runner = BB_BIN_DIR "/bbrunner";
+  ecfg.log_dir = dir + "/logs";
+  ecfg.options.cpu_warmup = 1;
+  ecfg.options.cpu_runs = 2;
+  ecfg.jit_cache_dir = dir + "/store";
+  ecfg.sandbox.mode = sandbox_mode::required;
+  ecfg.sandbox.hidden = default_hidden_folders();
+  ecfg.sandbox.read_only = python_environment_folders(build_python());
+  ecfg.sandbox.read_only.push_back(BB_BIN_DIR);
+  ecfg.sandbox.read_only.push_back(ecfg.jit_cache_dir);
+  // As FlagGems' autotuner: a database in $FLAGGEMS_CACHE_DIR/config_cache, opened on import,
+  // a row added for what it measured. The second kernel reports what it found there on import.
+  auto tuning = "import sqlite3\n"
+                "t = os.path.join(os.environ['FLAGGEMS_CACHE_DIR'], 'config_cache')\n"
+                "os.makedirs(t, exist_ok=True)\n"
+                "c = sqlite3.connect(os.path.join(t, 'TunedConfig_test.db'))\n"
+                "c.execute('CREATE TABLE IF NOT EXISTS \"mm-1\" (key_0 INTEGER PRIMARY KEY, \"BLOCK\" INTEGER)')\n";
+  auto tuner = python_relu(dir, std::string(tuning) + "c.execute('INSERT OR REPLACE INTO \"mm-1\" VALUES (64, 128)')\n"
+                                                      "c.commit()\nc.close()\n",
+                           "");
+  auto reader = python_relu(dir, std::string(tuning) + "found = c.execute('SELECT * FROM \"mm-1\"').fetchall()\n"
+                                                       "open(os.path.join(d, 'found.txt'), 'w').write(repr(found))\n",
+                            "");
+  caf::scoped_actor self{sys};
+  auto e = sys.spawn<caf::detached>(evaluator, ecfg);
+  auto first = evaluate(self, e, relu_job(1, tuner));
+  REQUIRE(first.outcome == outcome::ok);
+  self->send_exit(e, caf::exit_reason::user_shutdown);
+  auto store = jit_store_for(ecfg.jit_cache_dir, first.where);
+  CHECK(std::filesystem::file_size(store + "/flaggems/local_slot0/TunedConfig_test.db") > 0);
+
+  // A fresh evaluator's fresh runner: the reader finds the row before it imports anything.
+  auto again = sys.spawn<caf::detached>(evaluator, ecfg);
+  auto second = evaluate(self, again, relu_job(2, reader));
+  CHECK(second.outcome == outcome::ok);
+  self->send_exit(again, caf::exit_reason::user_shutdown);
+  CHECK(test::read_file(store + "/" + jit_entry_name(reader.hash) + "/triton/found.txt") == "[(64, 128)]");
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}

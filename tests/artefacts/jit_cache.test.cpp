@@ -191,3 +191,56 @@ TEST_CASE("the store stays under its bound: the entries used least recently go, 
   CHECK(!fs::exists(entries[0]));
   CHECK(fs::exists(entries[3]));
 }
+
+TEST_CASE("FlagGems' tuning databases are kept whole, replaced when changed, never mid-transaction",
+          "[artefacts]") {
+  bb::test::temp_dir dir;
+  auto from = dir / "runner/flaggems/config_cache";
+  auto to = dir / "store/flaggems/local_slot0";
+  fs::create_directories(from + "/deeper");
+  fs::create_directories(dir / "outside");
+  bb::test::write_file(from + "/TunedConfig_H100_triton_3_5.db", "tuned v1");
+  bb::test::write_file(from + "/notes.txt", "not a database");
+  bb::test::write_file(from + "/deeper/other.db", "below the folder");
+  bb::test::write_file(dir / "outside/secret.db", "secret");
+  fs::create_symlink(dir / "outside/secret.db", from + "/linked.db");
+
+  auto h = bb::harvest_tuning("", from, to, 1 << 20, 0);
+  CHECK(h.files == 1);
+  CHECK(h.bytes == 8);
+  CHECK(h.stopped.empty());
+  CHECK(bb::test::read_file(to + "/TunedConfig_H100_triton_3_5.db") == "tuned v1");
+  CHECK(!fs::exists(fs::symlink_status(to + "/linked.db")));
+  CHECK(!fs::exists(to + "/notes.txt"));
+  CHECK(!fs::exists(to + "/deeper"));
+  CHECK(!fs::exists(to + "/other.db"));
+  // Unchanged since: passed over.
+  CHECK(bb::harvest_tuning("", from, to, 1 << 20, 0).files == 0);
+
+  // A database being written (its journal beside it) waits for a later harvest.
+  bb::test::write_file(from + "/TunedConfig_H100_triton_3_5.db", "tuned v2, more rows");
+  bb::test::write_file(from + "/TunedConfig_H100_triton_3_5.db-journal", "journal");
+  CHECK(bb::harvest_tuning("", from, to, 1 << 20, 0).files == 0);
+  CHECK(bb::test::read_file(to + "/TunedConfig_H100_triton_3_5.db") == "tuned v1");
+  fs::remove(from + "/TunedConfig_H100_triton_3_5.db-journal");
+  CHECK(bb::harvest_tuning("", from, to, 1 << 20, 0).files == 1);
+  CHECK(bb::test::read_file(to + "/TunedConfig_H100_triton_3_5.db") == "tuned v2, more rows");
+  size_t files = 0;
+  for (auto& e : fs::directory_iterator(to))
+    files += e.is_regular_file();
+  CHECK(files == 1); // no temporary file left beside it
+
+  // Bounds: a database above the bound is left out and said; nothing while the disk is short.
+  bb::test::write_file(from + "/TunedConfig_H100_triton_3_5.db", std::string(2000, 'x'));
+  auto big = bb::harvest_tuning("", from, to, 1000, 0);
+  CHECK(big.files == 0);
+  CHECK(big.stopped == "TunedConfig_H100_triton_3_5.db holds more than 0 MiB");
+  auto full = bb::harvest_tuning("", from, to, 1 << 20, UINT64_MAX);
+  CHECK(full.files == 0);
+  CHECK(full.stopped.find("free") != std::string::npos);
+  // A link on the way to the folder is not followed.
+  fs::create_directories(dir / "runner2/flaggems");
+  fs::create_directory_symlink(dir / "outside", dir / "runner2/flaggems/config_cache");
+  CHECK(bb::harvest_tuning("", dir / "runner2/flaggems/config_cache", dir / "store/l", 1 << 20, 0).files == 0);
+  CHECK(!fs::exists(dir / "store/l/secret.db"));
+}

@@ -257,3 +257,67 @@ def floor_kernel_impl(x):
   REQUIRE(seen.size() == 1);
   CHECK(seen[0] == "a _thread thread running _fill");
 }
+
+TEST_CASE("python: FlagGems' kept tuning databases merge into the runner's, and nothing they hold runs",
+          "[runner]") {
+  bb::test::temp_dir dir;
+  auto store = dir / "store";
+  std::filesystem::create_directories(store + "/a_slot0");
+  std::filesystem::create_directories(store + "/b_slot1");
+  std::filesystem::create_directories(dir / "outside");
+  bb::test::write_file(store + "/a_slot0/notes.txt", "not a database");
+  // Two slots' databases: the same table with overlapping rows; the second also holds a table
+  // without a primary key, a trigger, a view and a table whose name is an attempt at SQL.
+  auto maker = "import sqlite3\n"
+               "def make(path, script):\n"
+               "    c = sqlite3.connect(path)\n"
+               "    c.executescript(script)\n"
+               "    c.commit()\n"
+               "    c.close()\n"
+               "make('" + store + "/a_slot0/TunedConfig_x.db', '''\n"
+               "CREATE TABLE \"libtuner-abc\" (key_0 INTEGER, key_1 VARCHAR, \"BLOCK\" INTEGER, num_warps INTEGER,\n"
+               "  PRIMARY KEY (key_0, key_1));\n"
+               "INSERT INTO \"libtuner-abc\" VALUES (1, 'f32', 64, 4), (2, 'f32', 128, 8);''')\n"
+               "make('" + store + "/b_slot1/TunedConfig_x.db', '''\n"
+               "CREATE TABLE \"libtuner-abc\" (key_0 INTEGER, key_1 VARCHAR, \"BLOCK\" INTEGER, num_warps INTEGER,\n"
+               "  PRIMARY KEY (key_0, key_1));\n"
+               "INSERT INTO \"libtuner-abc\" VALUES (2, 'f32', 256, 8), (3, 'f16', 32, 2);\n"
+               "CREATE TABLE nokey (a INTEGER);\n"
+               "INSERT INTO nokey VALUES (1);\n"
+               "CREATE TABLE \"evil\"\"; DROP TABLE x; --\" (k INTEGER PRIMARY KEY, v INTEGER);\n"
+               "INSERT INTO \"evil\"\"; DROP TABLE x; --\" VALUES (7, 8);\n"
+               "CREATE TABLE log (n INTEGER PRIMARY KEY);\n"
+               "CREATE TRIGGER spy AFTER INSERT ON \"libtuner-abc\" BEGIN INSERT INTO log VALUES (NEW.key_0); END;\n"
+               "CREATE VIEW everything AS SELECT * FROM \"libtuner-abc\";''')\n"
+               "def maker_kernel_impl():\n"
+               "    return None\n";
+  python_kernel::load(kernel_file(dir, "maker", maker), "maker_kernel_impl");
+  std::filesystem::create_directory_symlink(dir / "outside", store + "/linked");
+
+  size_t rows = 0;
+  auto to = dir / "runner/flaggems/config_cache";
+  CHECK(python_seed_tuning(store, to, rows) == "");
+  CHECK(rows == 5); // 2 + 2 of libtuner-abc, 1 of the oddly named table
+
+  auto reader = "import sqlite3\n"
+                "c = sqlite3.connect('" + to + "/TunedConfig_x.db')\n"
+                "rows = c.execute('SELECT key_0, key_1, \"BLOCK\" FROM \"libtuner-abc\" ORDER BY key_0').fetchall()\n"
+                "kinds = sorted(r[0] + ':' + r[1] for r in c.execute('SELECT type, name FROM sqlite_master'))\n"
+                "odd = c.execute('SELECT v FROM \"evil\"\"; DROP TABLE x; --\"').fetchall()\n"
+                "open('" + dir.path + "/merged.txt', 'w').write(repr(rows) + '\\n' + repr(kinds) + '\\n' + repr(odd) + '\\n')\n"
+                "def reader_kernel_impl():\n"
+                "    return None\n";
+  python_kernel::load(kernel_file(dir, "reader", reader), "reader_kernel_impl");
+  // The first slot's row wins where both hold one; the trigger, the view and the table without
+  // a key are not carried over (a trigger would have logged each insert).
+  CHECK(bb::test::read_file(dir / "merged.txt")
+        == "[(1, 'f32', 64), (2, 'f32', 128), (3, 'f16', 32)]\n"
+           "['index:sqlite_autoindex_libtuner-abc_1', 'table:evil\"; DROP TABLE x; --', 'table:libtuner-abc', "
+           "'table:log']\n"
+           "[(8,)]\n");
+  CHECK(!std::filesystem::exists(to + "/notes.txt"));
+
+  // A store that is not there: an error, nothing merged.
+  CHECK(python_seed_tuning(dir / "none", dir / "runner2", rows) != "");
+  CHECK(rows == 0);
+}
