@@ -59,9 +59,13 @@ runner_spec spec_of(const evaluator_config& cfg) {
   // store's tuning databases and kept back into them (keep_compiled).
   // TorchInductor compiles in the runner itself: a pool of compile processes left running would
   // keep its kernels out of the cache (nothing is kept while the sandbox holds another process).
+  // Triton's autotuner keeps what it measured (each configuration's time, per tuning key) in
+  // its cache folder, the kernel's JIT folder, only when asked: asked, a kernel's @triton.autotune
+  // (FlagGems' included, outside its own tuner) does not measure again on a warm machine.
   if (!cfg.jit_cache_dir.empty()) {
     spec.env.push_back("BBCLUSTER_JIT_DIR=" + (scratch_root(cfg) / "jit").string());
     spec.env.push_back("TORCHINDUCTOR_COMPILE_THREADS=1");
+    spec.env.push_back("TRITON_CACHE_AUTOTUNING=1");
   }
   spec.env.push_back("FLAGGEMS_CACHE_DIR=" + (scratch_root(cfg) / "flaggems").string());
   spec.memory_limit_bytes = cfg.memory_limit_bytes;

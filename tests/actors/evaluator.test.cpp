@@ -191,6 +191,7 @@ TEST_CASE("what a sandboxed Python kernel's JIT libraries compile is kept for th
                          "if os.path.exists(os.path.join(d, 'a.cubin')):\n"
                          "    open(os.path.join(d, 'seen.txt'), 'w').write('seen')\n"
                          "open(os.path.join(d, 'a.cubin'), 'w').write('compiled')\n"
+                         "open(os.path.join(d, 'autotuning.txt'), 'w').write(os.environ.get('TRITON_CACHE_AUTOTUNING', ''))\n"
                          "i = os.environ['TORCHINDUCTOR_CACHE_DIR']\n"
                          "os.makedirs(i, exist_ok=True)\n"
                          "open(os.path.join(i, 'x'), 'w').write('inductor')\n",
@@ -221,6 +222,8 @@ TEST_CASE("what a sandboxed Python kernel's JIT libraries compile is kept for th
     }
     CHECK(test::read_file(store + "/" + a_entry + "/triton/a.cubin") == "compiled");
     CHECK(test::read_file(store + "/" + a_entry + "/inductor/x") == "inductor");
+    // Triton's autotuner keeps its measurements in that folder too.
+    CHECK(test::read_file(store + "/" + a_entry + "/triton/autotuning.txt") == "1");
     CHECK(!std::filesystem::exists(store + "/" + a_entry + "/triton/seen.txt"));
 
     auto second = evaluate(self, e, relu_job(2, b));
