@@ -16,7 +16,7 @@
    On a GPU machine also: many clients' small kernels on the real runner and the GPU.
 
 Usage: bench/serve.py [--bin build/bin] [--clients 64] [--kernels 50] [--slots 1,2,4]
-                      [--large 1000] [--speedup 10] [--quick] [--gpu-clients 8] [--gpu-kernels 10]
+                      [--large 1000] [--speedup 10] [--quick] [--gpu-clients 64] [--gpu-kernels 50]
                       [--only latency,gpu,throughput,fairness]
 Needs the Python client's dependencies (pyzmq, msgpack: scripts/setup.sh installs them).
 """
@@ -281,8 +281,8 @@ def main():
     p.add_argument("--fresh-repeats", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="fewer clients, kernels and repeats")
     p.add_argument("--keep", action="store_true", help="keep the run folders")
-    p.add_argument("--gpu-clients", type=int, default=8, help="clients of the GPU throughput run")
-    p.add_argument("--gpu-kernels", type=int, default=10, help="kernels per client of the GPU throughput run")
+    p.add_argument("--gpu-clients", type=int, default=64, help="clients of the GPU throughput run")
+    p.add_argument("--gpu-kernels", type=int, default=50, help="kernels per client of the GPU throughput run")
     p.add_argument("--server-set", action="append", default=[], metavar="KEY=VALUE",
                    help="a setting of the latency part's server (repeatable), e.g. evaluator.jit_cache=false")
     p.add_argument("--only", default="", help="comma-separated parts to run: latency,gpu,throughput,fairness")
@@ -290,6 +290,7 @@ def main():
     args.gpu = gpu_here()
     if args.quick:
         args.clients, args.kernels, args.large, args.repeats, args.fresh_repeats = 8, 10, 100, 5, 1
+        args.gpu_clients, args.gpu_kernels = 8, 10
     args.binary = os.path.join(args.bin, "bbcluster")
     args.slots = [int(s) for s in args.slots.split(",")]
     work = tempfile.mkdtemp(prefix="bench-serve-")
