@@ -241,7 +241,7 @@ jit_harvest harvest_jit_cache(const std::string& root, const std::string& from, 
 }
 
 tuning_harvest harvest_tuning(const std::string& root, const std::string& from, const std::string& to,
-                              uint64_t max_bytes, uint64_t free_bytes) {
+                              uint64_t max_bytes, uint64_t free_bytes, size_t max_files) {
   tuning_harvest h;
   fd_guard top{open_beneath(root, from)};
   if (top.fd < 0)
@@ -257,9 +257,23 @@ tuning_harvest harvest_tuning(const std::string& root, const std::string& from, 
     h.stopped = "the store's file system has less than " + std::to_string(free_bytes >> 20) + " MiB free";
     return h;
   }
+  // FlagGems' names only (TunedConfig_<device>_triton_<version>.db), and at most max_files
+  // of them in the slot's folder.
+  auto tuning_name = [](const std::string& name) {
+    static const std::string head = "TunedConfig_", tail = ".db";
+    if (name.size() <= head.size() + tail.size() || name.size() > 255 || name.compare(0, head.size(), head) != 0
+        || name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
+      return false;
+    return std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+    });
+  };
+  size_t held = 0;
+  for (auto it = fs::directory_iterator(to, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+    held += tuning_name(it->path().filename().string());
   walk(top.fd, {},
        [&](int dir, const std::string& name, const fs::path& relative) {
-         if (relative.has_parent_path() || name.size() <= 3 || name.compare(name.size() - 3, 3, ".db") != 0)
+         if (relative.has_parent_path() || !tuning_name(name))
            return;
          struct stat st {}, journal {}, kept {};
          if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)
@@ -267,13 +281,24 @@ tuning_harvest harvest_tuning(const std::string& root, const std::string& from, 
              || ::fstatat(dir, (name + "-wal").c_str(), &journal, AT_SYMLINK_NOFOLLOW) == 0)
            return;
          if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-           h.stopped = name + " holds more than " + std::to_string(max_bytes >> 20) + " MiB";
+           h.stopped = name + " holds more than " + std::to_string(max_bytes) + " bytes";
            return;
          }
          auto target = fs::path(to) / name;
-         if (::lstat(target.c_str(), &kept) == 0 && kept.st_size == st.st_size
-             && kept.st_mtim.tv_sec == st.st_mtim.tv_sec && kept.st_mtim.tv_nsec == st.st_mtim.tv_nsec)
+         bool there = ::lstat(target.c_str(), &kept) == 0;
+         if (there && kept.st_size == st.st_size && kept.st_mtim.tv_sec == st.st_mtim.tv_sec
+             && kept.st_mtim.tv_nsec == st.st_mtim.tv_nsec)
            return;
+         if (!there && held >= max_files) {
+           h.stopped = "the slot's folder holds " + std::to_string(max_files) + " databases already";
+           return;
+         }
+         struct statvfs room {};
+         if (::statvfs(to.c_str(), &room) != 0
+             || static_cast<uint64_t>(room.f_bavail) * room.f_frsize < free_bytes + static_cast<uint64_t>(st.st_size)) {
+           h.stopped = "the store's file system has less than " + std::to_string(free_bytes >> 20) + " MiB free";
+           return;
+         }
          auto n = copy_whole(dir, name, target, max_bytes);
          if (n < 0)
            return;
@@ -282,6 +307,7 @@ tuning_harvest harvest_tuning(const std::string& root, const std::string& from, 
          ::utimensat(AT_FDCWD, target.c_str(), times, AT_SYMLINK_NOFOLLOW);
          ++h.files;
          h.bytes += static_cast<uint64_t>(n);
+         held += !there;
        },
        [](const fs::path&) {}, 0);
   return h;

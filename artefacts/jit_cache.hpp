@@ -100,14 +100,16 @@ struct tuning_harvest {
   std::string stopped;
 };
 
-/// Copies FlagGems' tuning databases, the regular files `*.db` directly in `from` (an absolute
-/// path seen from `root`, opened as harvest_jit_cache opens it: no link followed), into the
-/// folder `to`, each written whole and replacing the file of its name there. A database whose
-/// size and time are those of the copy in `to` is passed over, as is one beside a journal
-/// (`-journal`, `-wal`: a transaction not ended) or larger than `max_bytes`; nothing is copied
-/// while the file system of `to` has less than `free_bytes` free.
+/// Copies FlagGems' tuning databases, the regular files `TunedConfig_*.db` (letters, digits,
+/// '_', '-', '.') directly in `from` (an absolute path seen from `root`, opened as
+/// harvest_jit_cache opens it: no link followed), into the folder `to`, each written whole and
+/// replacing the file of its name there. A database whose size and time are those of the copy
+/// in `to` is passed over, as is one beside a journal (`-journal`, `-wal`: a transaction not
+/// ended), one larger than `max_bytes`, a new one when `to` holds `max_files` already, and any
+/// that would leave the file system of `to` less than `free_bytes` free.
 tuning_harvest harvest_tuning(const std::string& root, const std::string& from, const std::string& to,
-                              uint64_t max_bytes = uint64_t{64} << 20, uint64_t free_bytes = uint64_t{2} << 30);
+                              uint64_t max_bytes = uint64_t{16} << 20, uint64_t free_bytes = uint64_t{2} << 30,
+                              size_t max_files = 8);
 
 /// Copies the store's entry `from` into the runner's own folder `to` (made empty first):
 /// regular files and folders only; `from` "" or absent leaves `to` empty. Returns "" or why

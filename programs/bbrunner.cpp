@@ -48,14 +48,7 @@ void seed_flag_gems_tuning(const bb::runner_request& req) {
   std::error_code ec;
   if (!std::filesystem::is_directory(store, ec))
     return;
-  size_t rows = 0;
-  auto started = std::chrono::steady_clock::now();
-  auto why = bb::runner::python_seed_tuning(store.string(), (std::filesystem::path(own) / "config_cache").string(), rows);
-  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (!why.empty())
-    std::cerr << "bbrunner: FlagGems' kept tuning is not used in full (" << rows << " rows read): " << why << "\n";
-  else
-    std::cerr << "bbrunner: FlagGems' kept tuning: " << rows << " rows read in " << took << " s\n";
+  bb::runner::python_seed_tuning_before_load(store.string(), (std::filesystem::path(own) / "config_cache").string());
 }
 
 // A Python kernel's JIT libraries compile into a folder of its own under $BBCLUSTER_JIT_DIR

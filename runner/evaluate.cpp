@@ -1127,8 +1127,8 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
   if (opts.exploit_checks) {
     bool opinfo = std::any_of(job.correctness_inputs.begin(), job.correctness_inputs.end(),
                               [](const std::string& t) { return is_opinfo_sample(t); });
-    if (job.kernel.kind == kernel_kind::py || opinfo)
-      (void)ensure_python();
+    if (job.kernel.kind == kernel_kind::py || opinfo) // once a runner: its first Python job's loading
+      phases.time("load_kernel", [] { (void)ensure_python(); });
     dispatcher.emplace(relied_on_baseline().with(op));
     state.emplace(opts.device);
   }

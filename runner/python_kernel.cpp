@@ -1,6 +1,9 @@
 #include "runner/python_kernel.hpp"
 
 #include <atomic>
+#include <optional>
+#include <iostream>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -124,18 +127,17 @@ def use_jit_folder(folder):
 
 # FlagGems' tuning databases (what its autotuner measured and chose, per kernel and shape), as
 # the evaluator kept them: one folder per slot that fed the store, merged here into the
-# runner's own before any kernel imports FlagGems. Only tables and their rows are read; the
-# statements are built here from the columns' names and types, so nothing a database holds
-# (its schema's text, a trigger, a view) ever runs.
-tuning_type = None
-
-def quoted(name):
-    return '"' + name.replace('"', '""') + '"'
-
+# runner's own before the runner's first Python kernel loads. Only FlagGems' own shapes are
+# read: files TunedConfig_*.db, tables named <name>-<md5> with a primary key, columns of plain
+# types (the statements are built here, each type one of a fixed set), at most 4,096 tables a
+# file and 100,000 rows a table. A file that does not read is passed over, the rest still merge.
 def seed_tuning(store, to):
     import re, sqlite3, urllib.parse
-    global tuning_type
-    tuning_type = tuning_type or re.compile(r'^[A-Za-z ]{0,32}(\(\d{1,4}\))?$')
+    file_name = re.compile(r'^TunedConfig_[A-Za-z0-9._-]{1,200}\.db$')
+    table_name = re.compile(r'^[A-Za-z0-9_.]{1,200}-[0-9a-f]{32}$')
+    column_name = re.compile(r'^[A-Za-z_][A-Za-z0-9_]{0,63}$')
+    types = {'INTEGER': 'INTEGER', 'INT': 'INTEGER', 'BIGINT': 'INTEGER', 'BOOLEAN': 'BOOLEAN',
+             'FLOAT': 'FLOAT', 'REAL': 'REAL', 'DOUBLE': 'REAL', 'VARCHAR': 'VARCHAR', 'TEXT': 'TEXT', '': ''}
     sources = {}
     for feeder in sorted(os.listdir(store)):
         folder = os.path.join(store, feeder)
@@ -143,41 +145,51 @@ def seed_tuning(store, to):
             continue
         for name in sorted(os.listdir(folder)):
             path = os.path.join(folder, name)
-            if name.endswith('.db') and not os.path.islink(path) and os.path.isfile(path):
+            if file_name.match(name) and not os.path.islink(path) and os.path.isfile(path):
                 sources.setdefault(name, []).append(path)
     os.makedirs(to, exist_ok=True)
-    merged = 0
+    merged, passed_over = 0, []
     for name, paths in sources.items():
         target = sqlite3.connect(os.path.join(to, name))
         try:
             for path in paths:
-                source = sqlite3.connect('file:' + urllib.parse.quote(path) + '?mode=ro&immutable=1', uri=True)
                 try:
-                    tables = [t for (t,) in source.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+                    source = sqlite3.connect('file:' + urllib.parse.quote(path) + '?mode=ro&immutable=1', uri=True)
+                except Exception as e:
+                    passed_over.append(path + ': ' + str(e))
+                    continue
+                try:
+                    tables = [t for (t,) in source.execute(
+                        "SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 4096")]
                     for table in tables:
-                        if table.startswith('sqlite_'):
+                        if not isinstance(table, str) or not table_name.match(table):
                             continue
-                        columns = source.execute('PRAGMA table_info(' + quoted(table) + ')').fetchall()
+                        columns = source.execute('PRAGMA table_info("' + table + '")').fetchall()
                         keys = [c[1] for c in sorted(columns, key=lambda c: c[5]) if c[5] > 0]
-                        if not columns or not keys or not all(tuning_type.match(c[2] or '') for c in columns):
+                        plain = [(c[1], types.get((c[2] or '').upper().split('(')[0].strip())) for c in columns]
+                        if not keys or not plain or any(not isinstance(n, str) or not column_name.match(n) or t is None
+                                                        for n, t in plain):
                             continue
-                        names = ', '.join(quoted(c[1]) for c in columns)
-                        target.execute('CREATE TABLE IF NOT EXISTS ' + quoted(table) + ' ('
-                                       + ', '.join(quoted(c[1]) + ' ' + (c[2] or '') for c in columns)
-                                       + ', PRIMARY KEY (' + ', '.join(quoted(k) for k in keys) + '))')
-                        rows = source.execute('SELECT ' + names + ' FROM ' + quoted(table)).fetchall()
+                        names = ', '.join('"' + n + '"' for n, _ in plain)
+                        target.execute('CREATE TABLE IF NOT EXISTS "' + table + '" ('
+                                       + ', '.join('"' + n + '" ' + t for n, t in plain)
+                                       + ', PRIMARY KEY (' + ', '.join('"' + k + '"' for k in keys) + '))')
+                        rows = source.execute('SELECT ' + names + ' FROM "' + table + '" LIMIT 100000').fetchall()
                         try:
-                            target.executemany('INSERT OR IGNORE INTO ' + quoted(table) + ' (' + names + ') VALUES ('
-                                               + ', '.join('?' * len(columns)) + ')', rows)
+                            target.executemany('INSERT OR IGNORE INTO "' + table + '" (' + names + ') VALUES ('
+                                               + ', '.join('?' * len(plain)) + ')', rows)
                         except sqlite3.Error:
-                            continue  # the runner's table of that name differs: the first kept wins
+                            continue  # the runner's table of that name differs: the one merged first stays
                         merged += len(rows)
                     target.commit()
+                except Exception as e:
+                    target.rollback()
+                    passed_over.append(path + ': ' + str(e))
                 finally:
                     source.close()
         finally:
             target.close()
-    return merged
+    return merged, passed_over
 
 def describe(kind, value, tb):
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith('<'):
@@ -382,10 +394,43 @@ python_kernel::~python_kernel() {
   py_.reset();
 }
 
+namespace {
+
+std::mutex pending_tuning_mutex;
+std::optional<std::pair<std::string, std::string>> pending_tuning;
+bool pending_tuning_done = false;
+
+// The merge python_seed_tuning_before_load asked for, once a process, before its first kernel
+// loads; what it read, or why not, goes to the runner's log.
+void seed_pending_tuning() {
+  std::optional<std::pair<std::string, std::string>> seed;
+  {
+    std::lock_guard<std::mutex> lock(pending_tuning_mutex);
+    if (pending_tuning_done || !pending_tuning)
+      return;
+    pending_tuning_done = true;
+    seed.swap(pending_tuning);
+  }
+  auto started = std::chrono::steady_clock::now();
+  size_t rows = 0;
+  std::vector<std::string> passed_over;
+  auto why = python_seed_tuning(seed->first, seed->second, rows, passed_over);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!why.empty())
+    std::cerr << "bbrunner: FlagGems' kept tuning is not used: " << why << "\n";
+  else
+    std::cerr << "bbrunner: FlagGems' kept tuning: " << rows << " rows merged in " << took << " s\n";
+  for (auto& p : passed_over)
+    std::cerr << "bbrunner: FlagGems' kept tuning: passed over " << p << "\n";
+}
+
+} // namespace
+
 std::unique_ptr<python_kernel> python_kernel::load(const std::string& path,
                                                    const std::string& entry) {
   if (auto why = ensure_python(); !why.empty())
     throw python_error("ImportError", why, "");
+  seed_pending_tuning();
   py::gil_scoped_acquire gil; // before the objects, so that it outlives them
   auto py = std::make_unique<objects>();
   py->name = "op_" + std::filesystem::absolute(path).parent_path().filename().string();
@@ -483,19 +528,29 @@ void python_use_jit_folder(const std::string& folder) {
   }
 }
 
-std::string python_seed_tuning(const std::string& store, const std::string& to, size_t& rows) {
+std::string python_seed_tuning(const std::string& store, const std::string& to, size_t& rows,
+                               std::vector<std::string>& passed_over) {
   rows = 0;
+  passed_over.clear();
   if (auto why = ensure_python(); !why.empty())
     return why;
   auto* h = python.load();
   py::gil_scoped_acquire gil;
   try {
-    rows = h->seed_tuning(store, to).cast<size_t>();
+    auto merged = h->seed_tuning(store, to).cast<py::tuple>();
+    rows = merged[0].cast<size_t>();
+    passed_over = merged[1].cast<std::vector<std::string>>();
     return "";
   } catch (const py::error_already_set& e) {
     auto err = to_error(e);
     return err.type + ": " + err.what();
   }
+}
+
+void python_seed_tuning_before_load(const std::string& store, const std::string& to) {
+  std::lock_guard<std::mutex> lock(pending_tuning_mutex);
+  if (!pending_tuning_done)
+    pending_tuning = {store, to};
 }
 
 } // namespace bb::runner

@@ -77,11 +77,18 @@ bool python_comparison_tampered();
 void python_use_jit_folder(const std::string& folder);
 
 /// Merges FlagGems' tuning databases kept in the store's folder `store` (one subfolder per
-/// slot that fed it, each holding FlagGems' `*.db` files) into the folder `to` (FlagGems'
-/// config_cache of this runner), starting Python if it has not started. Only tables with a
-/// primary key and columns of plain types are read, row by row; a row the runner's database
-/// holds already is kept as it is. Sets `rows` to the rows read; returns "" or why it stopped.
-std::string python_seed_tuning(const std::string& store, const std::string& to, size_t& rows);
+/// slot that fed it, each holding FlagGems' `TunedConfig_*.db` files) into the folder `to`
+/// (FlagGems' config_cache of this runner), starting Python if it has not started. Only tables
+/// shaped as FlagGems' (`<name>-<md5>`, a primary key, columns of plain types) are read, row
+/// by row; a row the runner's database holds already stays. Sets `rows` to the rows merged and
+/// `passed_over` to the files that did not read (each with why); returns "" or why nothing could.
+std::string python_seed_tuning(const std::string& store, const std::string& to, size_t& rows,
+                               std::vector<std::string>& passed_over);
+
+/// Has this process's next python_kernel::load run python_seed_tuning(store, to) first, once
+/// in the process's life (a later call does nothing once it ran), inside the load's time; what
+/// it merged, or why not, goes to stderr.
+void python_seed_tuning_before_load(const std::string& store, const std::string& to);
 
 /// Records the Python threads alive now (nothing when Python has not started).
 void python_mark_threads();

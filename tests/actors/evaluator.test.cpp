@@ -331,11 +331,11 @@ TEST_CASE("FlagGems' tuning kept after one sandboxed runner's job seeds the next
                 "t = os.path.join(os.environ['FLAGGEMS_CACHE_DIR'], 'config_cache')\n"
                 "os.makedirs(t, exist_ok=True)\n"
                 "c = sqlite3.connect(os.path.join(t, 'TunedConfig_test.db'))\n"
-                "c.execute('CREATE TABLE IF NOT EXISTS \"mm-1\" (key_0 INTEGER PRIMARY KEY, \"BLOCK\" INTEGER)')\n";
-  auto tuner = python_relu(dir, std::string(tuning) + "c.execute('INSERT OR REPLACE INTO \"mm-1\" VALUES (64, 128)')\n"
+                "c.execute('CREATE TABLE IF NOT EXISTS \"mm_kernel-0123456789abcdef0123456789abcdef\" (key_0 INTEGER PRIMARY KEY, \"BLOCK\" INTEGER)')\n";
+  auto tuner = python_relu(dir, std::string(tuning) + "c.execute('INSERT OR REPLACE INTO \"mm_kernel-0123456789abcdef0123456789abcdef\" VALUES (64, 128)')\n"
                                                       "c.commit()\nc.close()\n",
                            "");
-  auto reader = python_relu(dir, std::string(tuning) + "found = c.execute('SELECT * FROM \"mm-1\"').fetchall()\n"
+  auto reader = python_relu(dir, std::string(tuning) + "found = c.execute('SELECT * FROM \"mm_kernel-0123456789abcdef0123456789abcdef\"').fetchall()\n"
                                                        "open(os.path.join(d, 'found.txt'), 'w').write(repr(found))\n",
                             "");
   caf::scoped_actor self{sys};

@@ -200,20 +200,22 @@ TEST_CASE("FlagGems' tuning databases are kept whole, replaced when changed, nev
   fs::create_directories(from + "/deeper");
   fs::create_directories(dir / "outside");
   bb::test::write_file(from + "/TunedConfig_H100_triton_3_5.db", "tuned v1");
-  bb::test::write_file(from + "/notes.txt", "not a database");
-  bb::test::write_file(from + "/deeper/other.db", "below the folder");
+  bb::test::write_file(from + "/notes.db", "not FlagGems' name");
+  bb::test::write_file(from + "/TunedConfig_a b.db", "a name with a space");
+  bb::test::write_file(from + "/deeper/TunedConfig_deep.db", "below the folder");
   bb::test::write_file(dir / "outside/secret.db", "secret");
-  fs::create_symlink(dir / "outside/secret.db", from + "/linked.db");
+  fs::create_symlink(dir / "outside/secret.db", from + "/TunedConfig_linked.db");
 
   auto h = bb::harvest_tuning("", from, to, 1 << 20, 0);
   CHECK(h.files == 1);
   CHECK(h.bytes == 8);
   CHECK(h.stopped.empty());
   CHECK(bb::test::read_file(to + "/TunedConfig_H100_triton_3_5.db") == "tuned v1");
-  CHECK(!fs::exists(fs::symlink_status(to + "/linked.db")));
-  CHECK(!fs::exists(to + "/notes.txt"));
+  CHECK(!fs::exists(fs::symlink_status(to + "/TunedConfig_linked.db")));
+  CHECK(!fs::exists(to + "/notes.db"));
+  CHECK(!fs::exists(to + "/TunedConfig_a b.db"));
   CHECK(!fs::exists(to + "/deeper"));
-  CHECK(!fs::exists(to + "/other.db"));
+  CHECK(!fs::exists(to + "/TunedConfig_deep.db"));
   // Unchanged since: passed over.
   CHECK(bb::harvest_tuning("", from, to, 1 << 20, 0).files == 0);
 
@@ -234,10 +236,19 @@ TEST_CASE("FlagGems' tuning databases are kept whole, replaced when changed, nev
   bb::test::write_file(from + "/TunedConfig_H100_triton_3_5.db", std::string(2000, 'x'));
   auto big = bb::harvest_tuning("", from, to, 1000, 0);
   CHECK(big.files == 0);
-  CHECK(big.stopped == "TunedConfig_H100_triton_3_5.db holds more than 0 MiB");
+  CHECK(big.stopped == "TunedConfig_H100_triton_3_5.db holds more than 1000 bytes");
+
   auto full = bb::harvest_tuning("", from, to, 1 << 20, UINT64_MAX);
   CHECK(full.files == 0);
   CHECK(full.stopped.find("free") != std::string::npos);
+  // A new database past the folder's count of them is left out and said; the one it holds,
+  // changed, is still replaced.
+  bb::test::write_file(from + "/TunedConfig_H200_triton_3_5.db", "another card's");
+  auto many = bb::harvest_tuning("", from, to, 1 << 20, 0, 1);
+  CHECK(many.files == 1);
+  CHECK(many.stopped == "the slot's folder holds 1 databases already");
+  CHECK(!fs::exists(to + "/TunedConfig_H200_triton_3_5.db"));
+  CHECK(bb::test::read_file(to + "/TunedConfig_H100_triton_3_5.db") == std::string(2000, 'x'));
   // A link on the way to the folder is not followed.
   fs::create_directories(dir / "runner2/flaggems");
   fs::create_directory_symlink(dir / "outside", dir / "runner2/flaggems/config_cache");

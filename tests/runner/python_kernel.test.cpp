@@ -262,12 +262,17 @@ TEST_CASE("python: FlagGems' kept tuning databases merge into the runner's, and 
           "[runner]") {
   bb::test::temp_dir dir;
   auto store = dir / "store";
-  std::filesystem::create_directories(store + "/a_slot0");
-  std::filesystem::create_directories(store + "/b_slot1");
+  for (auto* feeder : {"/a_slot0", "/b_slot1", "/c_slot2"})
+    std::filesystem::create_directories(store + feeder);
   std::filesystem::create_directories(dir / "outside");
-  bb::test::write_file(store + "/a_slot0/notes.txt", "not a database");
-  // Two slots' databases: the same table with overlapping rows; the second also holds a table
-  // without a primary key, a trigger, a view and a table whose name is an attempt at SQL.
+  bb::test::write_file(store + "/a_slot0/notes.db", "not FlagGems' name");
+  // A file that is not a database, from a third slot: passed over, the others still merge.
+  bb::test::write_file(store + "/c_slot2/TunedConfig_x.db", std::string(4096, 'x'));
+  // Two slots' databases: FlagGems' table with overlapping rows; the second also holds a table
+  // without a primary key, one of another name's shape, a column of a type that is not plain,
+  // a trigger and a view.
+  const std::string table = "mm_kernel_1f-0123456789abcdef0123456789abcdef";
+  const std::string other = "-0123456789abcdef0123456789abcdef";
   auto maker = "import sqlite3\n"
                "def make(path, script):\n"
                "    c = sqlite3.connect(path)\n"
@@ -275,49 +280,51 @@ TEST_CASE("python: FlagGems' kept tuning databases merge into the runner's, and 
                "    c.commit()\n"
                "    c.close()\n"
                "make('" + store + "/a_slot0/TunedConfig_x.db', '''\n"
-               "CREATE TABLE \"libtuner-abc\" (key_0 INTEGER, key_1 VARCHAR, \"BLOCK\" INTEGER, num_warps INTEGER,\n"
+               "CREATE TABLE \"" + table + "\" (key_0 INTEGER, key_1 VARCHAR, \"BLOCK\" INTEGER, num_warps INTEGER,\n"
                "  PRIMARY KEY (key_0, key_1));\n"
-               "INSERT INTO \"libtuner-abc\" VALUES (1, 'f32', 64, 4), (2, 'f32', 128, 8);''')\n"
+               "INSERT INTO \"" + table + "\" VALUES (1, 'f32', 64, 4), (2, 'f32', 128, 8);''')\n"
                "make('" + store + "/b_slot1/TunedConfig_x.db', '''\n"
-               "CREATE TABLE \"libtuner-abc\" (key_0 INTEGER, key_1 VARCHAR, \"BLOCK\" INTEGER, num_warps INTEGER,\n"
+               "CREATE TABLE \"" + table + "\" (key_0 INTEGER, key_1 VARCHAR, \"BLOCK\" INTEGER, num_warps INTEGER,\n"
                "  PRIMARY KEY (key_0, key_1));\n"
-               "INSERT INTO \"libtuner-abc\" VALUES (2, 'f32', 256, 8), (3, 'f16', 32, 2);\n"
-               "CREATE TABLE nokey (a INTEGER);\n"
-               "INSERT INTO nokey VALUES (1);\n"
+               "INSERT INTO \"" + table + "\" VALUES (2, 'f32', 256, 8), (3, 'f16', 32, 2);\n"
+               "CREATE TABLE \"nokey" + other + "\" (a INTEGER);\n"
+               "INSERT INTO \"nokey" + other + "\" VALUES (1);\n"
                "CREATE TABLE \"evil\"\"; DROP TABLE x; --\" (k INTEGER PRIMARY KEY, v INTEGER);\n"
                "INSERT INTO \"evil\"\"; DROP TABLE x; --\" VALUES (7, 8);\n"
-               "CREATE TABLE log (n INTEGER PRIMARY KEY);\n"
-               "CREATE TRIGGER spy AFTER INSERT ON \"libtuner-abc\" BEGIN INSERT INTO log VALUES (NEW.key_0); END;\n"
-               "CREATE VIEW everything AS SELECT * FROM \"libtuner-abc\";''')\n"
+               "CREATE TABLE \"odd" + other + "\" (k INTEGER PRIMARY KEY, v \"INTEGER COLLATE NOCASE\");\n"
+               "CREATE TABLE \"log" + other + "\" (n INTEGER PRIMARY KEY);\n"
+               "CREATE TRIGGER spy AFTER INSERT ON \"" + table + "\" BEGIN\n"
+               "  INSERT INTO \"log" + other + "\" VALUES (NEW.key_0); END;\n"
+               "CREATE VIEW everything AS SELECT * FROM \"" + table + "\";''')\n"
                "def maker_kernel_impl():\n"
                "    return None\n";
   python_kernel::load(kernel_file(dir, "maker", maker), "maker_kernel_impl");
   std::filesystem::create_directory_symlink(dir / "outside", store + "/linked");
 
   size_t rows = 0;
+  std::vector<std::string> passed_over;
   auto to = dir / "runner/flaggems/config_cache";
-  CHECK(python_seed_tuning(store, to, rows) == "");
-  CHECK(rows == 5); // 2 + 2 of libtuner-abc, 1 of the oddly named table
+  CHECK(python_seed_tuning(store, to, rows, passed_over) == "");
+  CHECK(rows == 4); // 2 + 2 of FlagGems' table; the log table is empty
+  REQUIRE(passed_over.size() == 1);
+  CHECK(passed_over[0].rfind(store + "/c_slot2/TunedConfig_x.db: ", 0) == 0);
 
   auto reader = "import sqlite3\n"
                 "c = sqlite3.connect('" + to + "/TunedConfig_x.db')\n"
-                "rows = c.execute('SELECT key_0, key_1, \"BLOCK\" FROM \"libtuner-abc\" ORDER BY key_0').fetchall()\n"
+                "rows = c.execute('SELECT key_0, key_1, \"BLOCK\" FROM \"" + table + "\" ORDER BY key_0').fetchall()\n"
                 "kinds = sorted(r[0] + ':' + r[1] for r in c.execute('SELECT type, name FROM sqlite_master'))\n"
-                "odd = c.execute('SELECT v FROM \"evil\"\"; DROP TABLE x; --\"').fetchall()\n"
-                "open('" + dir.path + "/merged.txt', 'w').write(repr(rows) + '\\n' + repr(kinds) + '\\n' + repr(odd) + '\\n')\n"
+                "open('" + dir.path + "/merged.txt', 'w').write(repr(rows) + '\\n' + repr(kinds) + '\\n')\n"
                 "def reader_kernel_impl():\n"
                 "    return None\n";
   python_kernel::load(kernel_file(dir, "reader", reader), "reader_kernel_impl");
-  // The first slot's row wins where both hold one; the trigger, the view and the table without
-  // a key are not carried over (a trigger would have logged each insert).
+  // The first slot's row wins where both hold one; the trigger, the view, and the tables without
+  // a key, of another name's shape or of a type that is not plain are not carried over.
   CHECK(bb::test::read_file(dir / "merged.txt")
         == "[(1, 'f32', 64), (2, 'f32', 128), (3, 'f16', 32)]\n"
-           "['index:sqlite_autoindex_libtuner-abc_1', 'table:evil\"; DROP TABLE x; --', 'table:libtuner-abc', "
-           "'table:log']\n"
-           "[(8,)]\n");
-  CHECK(!std::filesystem::exists(to + "/notes.txt"));
+           "['index:sqlite_autoindex_" + table + "_1', 'table:log" + other + "', 'table:" + table + "']\n");
+  CHECK(!std::filesystem::exists(to + "/notes.db"));
 
   // A store that is not there: an error, nothing merged.
-  CHECK(python_seed_tuning(dir / "none", dir / "runner2", rows) != "");
+  CHECK(python_seed_tuning(dir / "none", dir / "runner2", rows, passed_over) != "");
   CHECK(rows == 0);
 }
