@@ -59,7 +59,25 @@ def sweep(args, work, name, home, extra):
     with open(os.path.join(folder, "profile.json")) as f:
         phases = json.load(f)["total_seconds"]
     scores = [line for line in done.stdout.splitlines() if "score" in line]
-    return {"name": name, "wall": wall, "first": phases.get("first_kernel_call", 0.0), "scores": scores}
+    # Each operator's first calls and loading, from its records (the last attempt's).
+    per_op = {}
+    with open(os.path.join(folder, "results.jsonl")) as f:
+        for line in f:
+            record = json.loads(line)
+            if "op_name" in record and "phases" in record:
+                per_op[record["op_name"]] = record["phases"]
+    return {"name": name, "wall": wall, "first": phases.get("first_kernel_call", 0.0), "scores": scores,
+            "load": phases.get("load_kernel", 0.0), "per_op": per_op}
+
+
+def slowest_first_calls(cold, warm, n=10):
+    """The operators whose first calls the warm run still spends most on, beside the cold run's."""
+    ops = sorted(warm["per_op"], key=lambda op: -warm["per_op"][op].get("first_kernel_call", 0.0))[:n]
+    print(f"  the {len(ops)} operators with the longest first calls warm (s: warm / cold; loading warm / cold):")
+    for op in ops:
+        w, c = warm["per_op"][op], cold["per_op"].get(op, {})
+        print(f"    {op:<48} {w.get('first_kernel_call', 0.0):6.2f} / {c.get('first_kernel_call', 0.0):6.2f}"
+              f"   {w.get('load_kernel', 0.0):5.2f} / {c.get('load_kernel', 0.0):5.2f}")
 
 
 def held(home):
@@ -98,12 +116,14 @@ def main():
             runs.append(sweep(args, work, name, home, []))
             print(f"  {name}: {runs[-1]['wall']:.1f} s", flush=True)
         for r in runs:
-            print(f"  {r['name']:>5}: wall {r['wall']:7.1f} s, kernels' first calls {r['first']:7.1f} s")
+            print(f"  {r['name']:>5}: wall {r['wall']:7.1f} s, kernels' first calls {r['first']:7.1f} s, "
+                  f"loading {r['load']:6.1f} s")
             for line in r["scores"][:2]:
                 print(f"         {line}")
         files, size = held(home)
         print(f"  the cache holds {files} files, {size / 2**20:.1f} MiB")
         cold, warm = runs[-2:]
+        slowest_first_calls(cold, warm)
         print(f"  warm / cold: wall {warm['wall'] / cold['wall']:.2f}"
               f"{' (goal <= 0.35)' if args.flag_gems else ''}, first calls "
               f"{warm['first'] / cold['first'] if cold['first'] else 0:.2f}"
