@@ -585,6 +585,21 @@ std::map<std::string, std::string> process_state::read() const {
   v["fp16 reduction on the CPU"] = b(ctx.allowFP16ReductionCPU());
   v["TF32 in cuBLAS"] = b(ctx.allowTF32CuBLAS());
   v["TF32 in cuDNN"] = b(ctx.allowTF32CuDNN());
+  // What picks the reference's algorithms: a kernel that turned one off (oneDNN for a CPU
+  // convolution, flash attention) or chose a slower library would slow the reference alone.
+  v["mkldnn enabled"] = b(ctx.userEnabledMkldnn());
+  v["mkldnn deterministic"] = b(ctx.deterministicMkldnn());
+  v["NNPACK enabled"] = b(ctx.userEnabledNNPACK());
+  v["cudnn benchmark limit"] = std::to_string(ctx.benchmarkLimitCuDNN());
+  v["flash attention enabled"] = b(ctx.userEnabledFlashSDP());
+  v["memory-efficient attention enabled"] = b(ctx.userEnabledMemEfficientSDP());
+  v["math attention enabled"] = b(ctx.userEnabledMathSDP());
+  v["cuDNN attention enabled"] = b(ctx.userEnabledCuDNNSDP());
+  v["fp16/bf16 reduction in math attention"] = b(ctx.allowFP16BF16ReductionMathSDP());
+  v["fp16 accumulation in cuBLAS"] = b(ctx.allowFP16AccumulationCuBLAS());
+  v["linalg backend"] = std::to_string(static_cast<int>(ctx.linalgPreferredBackend()));
+  v["BLAS backend"] = std::to_string(static_cast<int>(ctx.blasPreferredBackend()));
+  v["deterministic fill of uninitialized memory"] = b(ctx.deterministicFillUninitializedMemory());
   // Callbacks around every operator call (RecordFunction) can see and change a comparison's
   // inputs or slow the reference alone, with no dispatcher table changed.
   v["operator callbacks (RecordFunction)"] = b(at::hasGlobalCallbacks() || at::hasThreadLocalCallbacks());
@@ -632,6 +647,12 @@ void process_state::restore() const {
   ctx.setAllowFP16ReductionCPU(was("fp16 reduction on the CPU"));
   ctx.setAllowTF32CuBLAS(was("TF32 in cuBLAS"));
   ctx.setAllowTF32CuDNN(was("TF32 in cuDNN"));
+  ctx.setUserEnabledMkldnn(was("mkldnn enabled"));
+  ctx.setUserEnabledNNPACK(was("NNPACK enabled"));
+  ctx.setSDPUseFlash(was("flash attention enabled"));
+  ctx.setSDPUseMemEfficient(was("memory-efficient attention enabled"));
+  ctx.setSDPUseMath(was("math attention enabled"));
+  ctx.setSDPUseCuDNN(was("cuDNN attention enabled"));
 #ifdef BB_WITH_CUDA
   if (device_ == "cuda")
     c10::cuda::setCurrentCUDAStream(c10::cuda::getDefaultCUDAStream());

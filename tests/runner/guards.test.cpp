@@ -386,6 +386,20 @@ TEST_CASE("process_state reports and restores threads, grad mode and dispatch ke
   ctx.setDeterministicAlgorithms(deterministic, warn_only);
   CHECK(state.compare().global.empty());
 
+  // What picks the reference's algorithms: oneDNN turned off for a CPU convolution, an
+  // attention backend turned off.
+  bool mkldnn = ctx.userEnabledMkldnn();
+  ctx.setUserEnabledMkldnn(!mkldnn);
+  CHECK(contains(state.compare().global, "mkldnn enabled: " + std::string(mkldnn ? "true" : "false")));
+  state.restore();
+  CHECK(ctx.userEnabledMkldnn() == mkldnn);
+  bool math = ctx.userEnabledMathSDP();
+  ctx.setSDPUseMath(!math);
+  CHECK(contains(state.compare().global, "math attention enabled"));
+  state.restore();
+  CHECK(ctx.userEnabledMathSDP() == math);
+  CHECK(state.compare().global.empty());
+
   // A callback around every operator call: it could change a comparison's inputs.
   auto handle = at::addGlobalCallback(at::RecordFunctionCallback(
     [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> { return nullptr; }));
