@@ -309,7 +309,7 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
         // A runner that lost its CUDA context, or whose process a kernel tampered with (its
         // Python, the dispatcher, a setting, a thread left running), exits after its result:
         // the next job gets a fresh one.
-        static const char* spoiling[] = {"replaces_timer", "replaces_comparison", "replaces_operator",
+        static const char* spoiling[] = {"replaces_timer", "replaces_comparison", "replaces_operator", "patches_code",
                                          "changes_dispatch", "changes_global_state",
                                          "leaves_thread_running"};
         auto& flags = result.flags;

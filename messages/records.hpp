@@ -270,7 +270,7 @@ struct eval_result {
   double wall_seconds = 0.0;
   /// Honesty and exploit checks the kernel failed or tripped (docs/architecture.md,
   /// "Checks against reward hacking"): mutates_input, aliases_input, uses_cuda_stream,
-  /// replaces_timer, replaces_comparison, replaces_operator, changes_dispatch,
+  /// replaces_timer, replaces_comparison, replaces_operator, patches_code, changes_dispatch,
   /// changes_global_state, leaves_thread_running, tensor_subclass, wrong_in_timed_calls,
   /// work_off_timed_stream, suspicious_speedup.
   std::vector<std::string> flags;

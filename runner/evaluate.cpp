@@ -20,6 +20,7 @@
 #include "runner/inputs.hpp"
 #include "runner/kernel.hpp"
 #include "runner/native_kernel.hpp"
+#include "runner/code_guard.hpp"
 #include "runner/opinfo.hpp"
 #include "runner/python_kernel.hpp"
 #include "runner/stream_watch.hpp"
@@ -233,6 +234,8 @@ void check_tampering(op_context& ctx) {
                    "the kernel changed the dispatcher's kernel of " + changed.front()
                      + (changed.size() > 1 ? " and " + std::to_string(changed.size() - 1) + " more" : ""));
   }
+  if (auto found = code_finding(); !found.empty())
+    set_tampered(ctx, "patches_code", "the kernel rewrote code the timer relies on: " + found);
   if (ctx.state) {
     auto c = ctx.state->compare();
     if (!c.dispatch.empty())
@@ -1131,6 +1134,7 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
       phases.time("load_kernel", [] { (void)ensure_python(); });
     dispatcher.emplace(relied_on_baseline().with(op));
     state.emplace(opts.device);
+    code_baseline();
   }
   std::unique_ptr<kernel> impl;
   call_error load_failure;
@@ -1155,6 +1159,8 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
   op_context ctx{job, opts, progress, op, at::Device(opts.device), *reference, *impl, r.flags, phases, {}, nullptr, nullptr, std::nullopt, false, &kernel_called};
   ctx.dispatcher = dispatcher ? &*dispatcher : nullptr;
   ctx.state = state ? &*state : nullptr;
+  if (checks_on(ctx))
+    check_all_code(); // code rewritten as the kernel loaded (a detour set up on import)
   check_tampering(ctx); // what loading the kernel changed
   auto n = job.correctness_inputs.size();
   auto m = job.performance_inputs.size();
@@ -1198,6 +1204,8 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
     lost_context(r, job, "not run: the CUDA context was lost on an earlier input");
     return;
   }
+  if (checks_on(ctx))
+    check_all_code();
   check_tampering(ctx);
   if (ctx.tampered)
     fail_every_input(r, job, *ctx.tampered);

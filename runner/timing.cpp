@@ -1,5 +1,7 @@
 #include "runner/timing.hpp"
 
+#include "runner/code_guard.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -49,8 +51,12 @@ int64_t share_of(int64_t full, double share, int64_t rounds) {
   return std::clamp<int64_t>(calls, std::min(full, std::max<int64_t>(1, rounds)), full);
 }
 
+// A time read through the clock, once the code the clock runs through is checked (a kernel's
+// detour of it is then found before the time is used: code_guard.hpp).
 double ms_since(clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(clock::now() - start).count();
+  double ms = std::chrono::duration<double, std::milli>(clock::now() - start).count();
+  check_timing_code();
+  return ms;
 }
 
 // The two-sided 97.5% quantile of Student's t with `df` degrees of freedom.
@@ -332,12 +338,14 @@ struct queued_calls {
     }
   }
   std::vector<double> read(size_t from = 0) const {
+    check_timing_code(); // before the events' times are read through it
     std::vector<double> out;
     for (size_t i = from; i < starts.size(); ++i)
       out.push_back(starts[i].elapsed_time(ends[i]));
     return out;
   }
   double span_ms() const {
+    check_timing_code();
     return first && !ends.empty() ? static_cast<double>(first->elapsed_time(ends.back())) : 0.0;
   }
 };

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "runner/code_guard.hpp"
 #include "runner/guards.hpp"
 #include "runner/inputs.hpp"
 #include "runner/runner.hpp"
@@ -966,3 +967,28 @@ TEST_CASE("the checked calls of a round are drawn anew each time, one a round", 
   CHECK(seen.size() > 8);
 }
 
+
+TEST_CASE("the code guard watches the clocks and bbrunner's code, and finds nothing in honest timing",
+          "[runner]") {
+  code_baseline();
+  auto watched = code_watched();
+  std::string names;
+  for (auto& w : watched)
+    names += w + " ";
+  INFO(names);
+  CHECK(std::find(watched.begin(), watched.end(), "clock_gettime") != watched.end());
+  CHECK(std::find(watched.begin(), watched.end(), "_ZNSt6chrono3_V212steady_clock3nowEv") != watched.end());
+  CHECK(std::find(watched.begin(), watched.end(), "bbrunner's own code") != watched.end());
+  // Honest timing of aten against itself reads the clocks many times, each checked.
+  auto x = at::rand({256});
+  (void)time_ms([&] { (void)at::relu(x); }, fixed_counts(2, 50, 5));
+  check_all_code();
+  CHECK(code_finding().empty());
+  // Checked after every clock reading: cheap beside a call.
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; ++i)
+    check_timing_code();
+  double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / 1000;
+  WARN("check_timing_code: " << us << " us a check, " << watched.size() << " watched");
+  CHECK(us < 50);
+}

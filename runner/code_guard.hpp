@@ -1,0 +1,42 @@
+#pragma once
+
+// Whether the machine code the timer relies on is still what it was before any kernel loaded.
+//
+// A kernel runs in the runner's process and can rewrite code there (ctypes: mprotect, then
+// memmove over a function's first bytes): a detour of cudaEventElapsedTime that reports a
+// microsecond, or of clock_gettime, fakes every time the timer reads, with no Python object
+// replaced (pygpubench's "function detour" exploit). The guard keeps a hash of the functions
+// the timer's readings pass through (the CUDA runtime's and driver's event and synchronisation
+// functions, the C library's clocks, libstdc++'s steady_clock, the vDSO), checked before each
+// reading of device times and after each timed CPU call; and, after a kernel loads and at the
+// end of its job, of bbrunner's own code, with a look at /proc/self/maps for a file's code
+// mapped writable. A finding is sticky: the job's inputs fail with `patches_code`.
+//
+// Not closed: code the timer reaches that is not listed (functions inside those libraries that
+// the listed ones call, a GOT entry), and a patch a native thread undoes between a check and
+// a reading.
+
+#include <string>
+#include <vector>
+
+namespace bb::runner {
+
+/// Takes the guard's baseline: the listed functions as they are now (those not loaded are not
+/// watched), bbrunner's code, the vDSO. Again when Python has started since the last one (its
+/// libraries bring more of the listed functions). Before a kernel loads, never after.
+void code_baseline();
+
+/// The watched functions checked now (microseconds); a change found is kept (code_finding).
+void check_timing_code();
+
+/// Everything checked now: the functions, bbrunner's code, the vDSO, and /proc/self/maps for a
+/// file's code mapped writable. A change found is kept.
+void check_all_code();
+
+/// The first change found since the process started ("" when none): what changed, by name.
+std::string code_finding();
+
+/// The names of what the guard watches (functions, then bbrunner's code and the vDSO).
+std::vector<std::string> code_watched();
+
+} // namespace bb::runner
