@@ -20,6 +20,7 @@
 #include "messages/runner_protocol.hpp"
 #include "process/files.hpp"
 #include "process/runner_loop.hpp"
+#include "runner/code_guard.hpp"
 #include "runner/python_kernel.hpp"
 #include "runner/timing.hpp"
 #include "runner/runner.hpp"
@@ -308,7 +309,12 @@ bb::runner_handlers handlers() {
   };
   h.resolve = bb::runner::resolve_schema;
   h.check = bb::runner::check_device;
-  h.spoiled = bb::runner::graph_capture_failed;
+  // After each job: a failed graph capture, or code the timer relies on rewritten (by the job's
+  // kernel after its last check, a destructor, a thread): the next job gets a fresh runner.
+  h.spoiled = [] {
+    bb::runner::check_all_code();
+    return bb::runner::graph_capture_failed() || !bb::runner::code_finding().empty();
+  };
   h.evaluate = [](int fd, const bb::runner_request& req, const bb::runner_options& opts) {
     maybe_inject_fault(req.job);
     runner_step = "preparing the job's JIT folder";

@@ -128,10 +128,9 @@ void watch_function(guard_state& s, const std::vector<mapping>& maps, void* hand
   s.functions.push_back({name, bytes, size, hash_of(bytes, size)});
 }
 
+// Adds what is not watched yet; what is watched keeps its first hash, so that a later baseline
+// (once Python started) never takes a change for the original.
 void take(guard_state& s) {
-  s.functions.clear();
-  s.regions.clear();
-  s.code_paths.clear();
   auto maps = read_maps();
   std::vector<void*> handles = {RTLD_DEFAULT};
   for (auto* lib : {"libcudart.so.13", "libcudart.so.12", "libcuda.so.1", "libc.so.6", "libstdc++.so.6"})
@@ -151,9 +150,13 @@ void take(guard_state& s) {
   for (auto& m : maps) {
     if (m.perms.find('x') == std::string::npos)
       continue;
-    if (!m.path.empty() && (m.path[0] == '/' || m.path == "[vdso]"))
+    if (!m.path.empty() && (m.path[0] == '/' || m.path == "[vdso]")
+        && std::find(s.code_paths.begin(), s.code_paths.end(), m.path) == s.code_paths.end())
       s.code_paths.push_back(m.path);
-    if ((m.path == self && !self.empty()) || m.path == "[vdso]") {
+    bool known = std::any_of(s.regions.begin(), s.regions.end(), [&](const watched& w) {
+      return w.at == reinterpret_cast<const unsigned char*>(m.start);
+    });
+    if (!known && ((m.path == self && !self.empty()) || m.path == "[vdso]")) {
       auto* bytes = reinterpret_cast<const unsigned char*>(m.start);
       s.regions.push_back({m.path == "[vdso]" ? "the vDSO" : "bbrunner's own code", bytes, m.end - m.start,
                            hash_of(bytes, m.end - m.start)});
@@ -175,11 +178,20 @@ void check(guard_state& s, const std::vector<watched>& list) {
 
 } // namespace
 
+void check_maps(guard_state& s);
+
 void code_baseline() {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (!s.taken || s.with_python != python_started())
-    take(s);
+  if (s.taken && s.with_python == python_started())
+    return;
+  if (s.taken) {
+    // What is watched is checked before more is added: a change is never taken for the original.
+    check(s, s.functions);
+    check(s, s.regions);
+    check_maps(s);
+  }
+  take(s);
 }
 
 void check_timing_code() {
@@ -196,6 +208,11 @@ void check_all_code() {
     return;
   check(s, s.functions);
   check(s, s.regions);
+  check_maps(s);
+}
+
+// Code of a file that was executable at the baseline, now mapped writable too.
+void check_maps(guard_state& s) {
   if (!s.finding.empty())
     return;
   for (auto& m : read_maps()) {

@@ -12,18 +12,21 @@
 // end of its job, of bbrunner's own code, with a look at /proc/self/maps for a file's code
 // mapped writable. A finding is sticky: the job's inputs fail with `patches_code`.
 //
-// Not closed: code the timer reaches that is not listed (functions inside those libraries that
-// the listed ones call, a GOT entry), and a patch a native thread undoes between a check and
-// a reading.
+// After every job the runner checks everything again and exits when anything changed, so a
+// patch made after the job's last check (a destructor, a native thread) ends the runner
+// before the next job, which is never blamed for it. Not closed: code the timer reaches that
+// is not listed (functions inside those libraries that the listed ones call, a GOT entry), and
+// a patch a native thread undoes between a check and a reading.
 
 #include <string>
 #include <vector>
 
 namespace bb::runner {
 
-/// Takes the guard's baseline: the listed functions as they are now (those not loaded are not
-/// watched), bbrunner's code, the vDSO. Again when Python has started since the last one (its
-/// libraries bring more of the listed functions). Before a kernel loads, never after.
+/// Takes the guard's baseline before a job's kernel loads: the listed functions as they are
+/// now (those not loaded are not watched), bbrunner's code, the vDSO. Once Python has started
+/// since the last one, what is watched is checked first and only what is new is added (a
+/// change a kernel made is never taken for the original).
 void code_baseline();
 
 /// The watched functions checked now (microseconds); a change found is kept (code_finding).

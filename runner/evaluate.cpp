@@ -219,6 +219,7 @@ void set_tampered(op_context& ctx, const std::string& flag, const std::string& w
 // the job; the process state is put back. Every relied-on operator's dispatcher table and the
 // evaluated one's each time (tens of microseconds).
 void check_tampering(op_context& ctx) {
+  check_timing_code();
   if (python_kernel_of(ctx) && python_timers_tampered())
     set_tampered(ctx, "replaces_timer", "the kernel replaced a timing function");
   if (!checks_on(ctx))
@@ -1150,6 +1151,13 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
     }
   });
   if (!impl) {
+    // A kernel that rewrote code on import and then failed to load: said too (and the runner
+    // ends after this job: bbrunner's spoiled check).
+    if (opts.exploit_checks) {
+      check_all_code();
+      if (!code_finding().empty() && std::find(r.flags.begin(), r.flags.end(), "patches_code") == r.flags.end())
+        r.flags.push_back("patches_code");
+    }
     // Every input fails with the reason, so the reports list them all.
     fail_every_input(r, job, load_failure);
     r.outcome = outcome::exception;

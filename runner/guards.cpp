@@ -653,6 +653,28 @@ void process_state::restore() const {
   ctx.setSDPUseMemEfficient(was("memory-efficient attention enabled"));
   ctx.setSDPUseMath(was("math attention enabled"));
   ctx.setSDPUseCuDNN(was("cuDNN attention enabled"));
+  // Set back only where changed, each on its own: a setter that refuses (a library this build
+  // lacks) leaves the rest restored.
+  auto now = read();
+  auto back = [&](const char* name, const std::function<void(const std::string&)>& set) {
+    if (now[name] == values_.at(name))
+      return;
+    try {
+      set(values_.at(name));
+    } catch (const std::exception&) {
+    }
+  };
+  back("mkldnn deterministic", [&](const std::string& v) { ctx.setDeterministicMkldnn(v == "true"); });
+  back("cudnn benchmark limit", [&](const std::string& v) { ctx.setBenchmarkLimitCuDNN(std::stoi(v)); });
+  back("fp16/bf16 reduction in math attention",
+       [&](const std::string& v) { ctx.setAllowFP16BF16ReductionMathSDP(v == "true"); });
+  back("fp16 accumulation in cuBLAS", [&](const std::string& v) { ctx.setAllowFP16AccumulationCuBLAS(v == "true"); });
+  back("linalg backend",
+       [&](const std::string& v) { ctx.setLinalgPreferredBackend(static_cast<at::LinalgBackend>(std::stoi(v))); });
+  back("BLAS backend",
+       [&](const std::string& v) { ctx.setBlasPreferredBackend(static_cast<at::BlasBackend>(std::stoi(v))); });
+  back("deterministic fill of uninitialized memory",
+       [&](const std::string& v) { ctx.setDeterministicFillUninitializedMemory(v == "true"); });
 #ifdef BB_WITH_CUDA
   if (device_ == "cuda")
     c10::cuda::setCurrentCUDAStream(c10::cuda::getDefaultCUDAStream());

@@ -292,6 +292,7 @@ void cuda_prime(cuda_side& side, at::Tensor& cache, const runner_options& opts, 
   }
   end.record();
   end.synchronize();
+  check_timing_code();
   double estimate_ms = std::max(1e-6, static_cast<double>(start.elapsed_time(end)) / estimate_calls);
   side.warmup = std::max<int64_t>(1, static_cast<int64_t>(opts.gpu_warmup_ms / estimate_ms));
   side.full_repeat = std::max<int64_t>(1, static_cast<int64_t>(opts.gpu_rep_ms / estimate_ms));
