@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include <ATen/Context.h>
+#include <sys/resource.h>
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
@@ -603,9 +604,29 @@ std::map<std::string, std::string> process_state::read() const {
   // Callbacks around every operator call (RecordFunction) can see and change a comparison's
   // inputs or slow the reference alone, with no dispatcher table changed.
   v["operator callbacks (RecordFunction)"] = b(at::hasGlobalCallbacks() || at::hasThreadLocalCallbacks());
+  // Limits that make the reference fail where the kernel is not asked to run (an input whose
+  // reference fails is left out of the scores): the process's memory and the like.
+  for (auto [name, which] : {std::pair<const char*, int>{"address space limit", RLIMIT_AS},
+                             {"data limit", RLIMIT_DATA},
+                             {"stack limit", RLIMIT_STACK},
+                             {"open files limit", RLIMIT_NOFILE},
+                             {"CPU time limit", RLIMIT_CPU},
+                             {"file size limit", RLIMIT_FSIZE}}) {
+    rlimit r{};
+    if (::getrlimit(which, &r) == 0)
+      v[name] = std::to_string(r.rlim_cur);
+  }
 #ifdef BB_WITH_CUDA
-  if (device_ == "cuda")
+  if (device_ == "cuda") {
     v["current CUDA stream"] = std::to_string(c10::cuda::getCurrentCUDAStream().id());
+    // A share of the device's memory the caching allocator may take (a kernel that set it low
+    // starves the reference of memory).
+    try {
+      v["CUDA memory fraction"] = std::to_string(
+        c10::cuda::CUDACachingAllocator::getMemoryFraction(c10::cuda::current_device()));
+    } catch (const std::exception&) {
+    }
+  }
 #endif
   return v;
 }
@@ -620,9 +641,15 @@ process_state::process_state(std::string device)
 process_state::changes process_state::compare() const {
   changes out;
   auto now = read();
-  for (auto& [name, before] : values_)
-    if (now[name] != before)
-      out.global.push_back(name + ": " + before + " -> " + now[name]);
+  for (auto& [name, before] : values_) {
+    if (now[name] == before)
+      continue;
+    // A limit raised (a library taking the hard limit of open files) starves nothing.
+    bool limit = name.size() > 6 && name.compare(name.size() - 6, 6, " limit") == 0;
+    if (limit && !now[name].empty() && std::stoull(now[name]) > std::stoull(before))
+      continue;
+    out.global.push_back(name + ": " + before + " -> " + now[name]);
+  }
   if (auto n = c10::impl::TorchDispatchModeTLS::stack_len(); n > 0)
     out.dispatch.push_back(std::to_string(n) + " dispatch mode(s) left on");
   auto keys = c10::impl::tls_local_dispatch_key_set();
@@ -657,10 +684,11 @@ void process_state::restore() const {
   // lacks) leaves the rest restored.
   auto now = read();
   auto back = [&](const char* name, const std::function<void(const std::string&)>& set) {
-    if (now[name] == values_.at(name))
+    auto was_value = values_.find(name);
+    if (was_value == values_.end() || now[name] == was_value->second)
       return;
     try {
-      set(values_.at(name));
+      set(was_value->second);
     } catch (const std::exception&) {
     }
   };
@@ -675,9 +703,28 @@ void process_state::restore() const {
        [&](const std::string& v) { ctx.setBlasPreferredBackend(static_cast<at::BlasBackend>(std::stoi(v))); });
   back("deterministic fill of uninitialized memory",
        [&](const std::string& v) { ctx.setDeterministicFillUninitializedMemory(v == "true"); });
+  // A limit a kernel lowered cannot be raised past the hard limit it may have lowered too:
+  // set back what can be; the runner is replaced after the job anyway.
+  for (auto [name, which] : {std::pair<const char*, int>{"address space limit", RLIMIT_AS},
+                             {"data limit", RLIMIT_DATA},
+                             {"stack limit", RLIMIT_STACK},
+                             {"open files limit", RLIMIT_NOFILE},
+                             {"CPU time limit", RLIMIT_CPU},
+                             {"file size limit", RLIMIT_FSIZE}}) {
+    auto it = values_.find(name);
+    rlimit r{};
+    if (it == values_.end() || ::getrlimit(which, &r) != 0 || std::to_string(r.rlim_cur) == it->second)
+      continue;
+    r.rlim_cur = std::min<rlim_t>(static_cast<rlim_t>(std::stoull(it->second)), r.rlim_max);
+    (void)::setrlimit(which, &r);
+  }
 #ifdef BB_WITH_CUDA
-  if (device_ == "cuda")
+  if (device_ == "cuda") {
     c10::cuda::setCurrentCUDAStream(c10::cuda::getDefaultCUDAStream());
+    back("CUDA memory fraction", [&](const std::string& v) {
+      c10::cuda::CUDACachingAllocator::setMemoryFraction(std::stod(v), c10::cuda::current_device());
+    });
+  }
 #endif
 }
 

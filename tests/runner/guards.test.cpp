@@ -15,6 +15,7 @@
 #include "skip.hpp"
 
 #include <algorithm>
+#include <sys/resource.h>
 #include <chrono>
 #include <map>
 #include <set>
@@ -399,6 +400,29 @@ TEST_CASE("process_state reports and restores threads, grad mode and dispatch ke
   CHECK(contains(state.compare().global, "math attention enabled"));
   state.restore();
   CHECK(ctx.userEnabledMathSDP() == math);
+  CHECK(state.compare().global.empty());
+
+  // A limit lowered (the reference then fails where the kernel is never asked to run) is
+  // seen; one raised is not.
+  rlimit files{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &files) == 0);
+  if (files.rlim_cur > 64) {
+    auto lowered = files;
+    lowered.rlim_cur = files.rlim_cur - 1;
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+    CHECK(contains(state.compare().global, "open files limit: " + std::to_string(files.rlim_cur) + " -> "));
+    state.restore();
+    rlimit after{};
+    ::getrlimit(RLIMIT_NOFILE, &after);
+    CHECK(after.rlim_cur == files.rlim_cur);
+    if (files.rlim_cur < files.rlim_max) {
+      auto raised = files;
+      raised.rlim_cur = files.rlim_cur + 1;
+      REQUIRE(::setrlimit(RLIMIT_NOFILE, &raised) == 0);
+      CHECK(state.compare().global.empty());
+      ::setrlimit(RLIMIT_NOFILE, &files);
+    }
+  }
   CHECK(state.compare().global.empty());
 
   // A callback around every operator call: it could change a comparison's inputs.
