@@ -159,12 +159,14 @@ void keep_compiled(evaluator_state& st, const std::string& entry, const std::str
   // the walk follows none.
   std::error_code ec;
   auto scratch = std::filesystem::weakly_canonical(scratch_root(st.cfg), ec);
-  auto from = (ec ? scratch_root(st.cfg) : scratch) / "jit" / std::filesystem::path(entry).filename();
+  if (ec)
+    scratch = scratch_root(st.cfg);
+  auto from = scratch / "jit" / std::filesystem::path(entry).filename();
   auto root = "/proc/self/fd/" + std::to_string(proc) + "/root";
   auto kept = harvest_jit_cache(root, from.string(), entry);
   // FlagGems' tuning databases, into this slot's folder of the store's (the runner merges all of
   // them into its own before its first Python kernel loads).
-  auto tuning = harvest_tuning(root, ((ec ? scratch_root(st.cfg) : scratch) / "flaggems" / "config_cache").string(),
+  auto tuning = harvest_tuning(root, (scratch / "flaggems" / "config_cache").string(),
                                (std::filesystem::path(entry).parent_path() / flag_gems_tuning_folder
                                 / tuning_feeder(st.cfg))
                                  .string());

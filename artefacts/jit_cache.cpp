@@ -248,13 +248,8 @@ tuning_harvest harvest_tuning(const std::string& root, const std::string& from, 
     return h;
   std::error_code ec;
   fs::create_directories(to, ec);
-  struct statvfs vfs {};
-  if (ec || ::statvfs(to.c_str(), &vfs) != 0) {
+  if (ec) {
     h.stopped = "cannot make " + to;
-    return h;
-  }
-  if (static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize < free_bytes) {
-    h.stopped = "the store's file system has less than " + std::to_string(free_bytes >> 20) + " MiB free";
     return h;
   }
   // FlagGems' names only (TunedConfig_<device>_triton_<version>.db), and at most max_files
@@ -294,8 +289,10 @@ tuning_harvest harvest_tuning(const std::string& root, const std::string& from, 
            return;
          }
          struct statvfs room {};
-         if (::statvfs(to.c_str(), &room) != 0
-             || static_cast<uint64_t>(room.f_bavail) * room.f_frsize < free_bytes + static_cast<uint64_t>(st.st_size)) {
+         uint64_t avail = 0;
+         if (::statvfs(to.c_str(), &room) == 0)
+           avail = static_cast<uint64_t>(room.f_bavail) * room.f_frsize;
+         if (avail < free_bytes || avail - free_bytes < static_cast<uint64_t>(st.st_size)) {
            h.stopped = "the store's file system has less than " + std::to_string(free_bytes >> 20) + " MiB free";
            return;
          }

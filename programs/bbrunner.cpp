@@ -40,11 +40,9 @@ void maybe_inject_fault(const bb::eval_job& job) {
 // entries (its flaggems/ folder, fed by the evaluator after untampered jobs) are merged into
 // this runner's, so a shape tuned by an earlier run or runner is not measured again.
 void seed_flag_gems_tuning(const bb::runner_request& req) {
-  static bool seeded = false;
   const char* own = std::getenv("FLAGGEMS_CACHE_DIR");
-  if (seeded || req.jit_entry.empty() || !own || !*own)
+  if (req.jit_entry.empty() || !own || !*own)
     return;
-  seeded = true;
   auto store = std::filesystem::path(req.jit_entry).parent_path() / bb::flag_gems_tuning_folder;
   std::error_code ec;
   if (!std::filesystem::is_directory(store, ec))

@@ -176,41 +176,6 @@ void check(guard_state& s, const std::vector<watched>& list) {
     }
 }
 
-} // namespace
-
-void check_maps(guard_state& s);
-
-void code_baseline() {
-  auto& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.taken && s.with_python == python_started())
-    return;
-  if (s.taken) {
-    // What is watched is checked before more is added: a change is never taken for the original.
-    check(s, s.functions);
-    check(s, s.regions);
-    check_maps(s);
-  }
-  take(s);
-}
-
-void check_timing_code() {
-  auto& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.taken)
-    check(s, s.functions);
-}
-
-void check_all_code() {
-  auto& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  if (!s.taken)
-    return;
-  check(s, s.functions);
-  check(s, s.regions);
-  check_maps(s);
-}
-
 // Code of a file that was executable at the baseline, now mapped writable too.
 void check_maps(guard_state& s) {
   if (!s.finding.empty())
@@ -224,6 +189,39 @@ void check_maps(guard_state& s) {
         return;
       }
   }
+}
+
+// The functions, bbrunner's code and the vDSO, and the maps.
+void check_everything(guard_state& s) {
+  check(s, s.functions);
+  check(s, s.regions);
+  check_maps(s);
+}
+
+} // namespace
+
+void code_baseline() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.taken && s.with_python == python_started())
+    return;
+  if (s.taken)
+    check_everything(s); // before more is added: a change is never taken for the original
+  take(s);
+}
+
+void check_timing_code() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.taken)
+    check(s, s.functions);
+}
+
+void check_all_code() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.taken)
+    check_everything(s);
 }
 
 std::string code_finding() {

@@ -218,7 +218,9 @@ void set_tampered(op_context& ctx, const std::string& flag, const std::string& w
 // it changed that the evaluation relies on. Each finding is a flag that fails every input of
 // the job; the process state is put back. Every relied-on operator's dispatcher table and the
 // evaluated one's each time (tens of microseconds).
-void check_tampering(op_context& ctx) {
+// With `all_code` (after the kernel loads, at the job's end), bbrunner's own code and the
+// process's mappings are checked too (code_guard.hpp), not only the timer's functions.
+void check_tampering(op_context& ctx, bool all_code = false) {
   check_timing_code();
   if (python_kernel_of(ctx) && python_timers_tampered())
     set_tampered(ctx, "replaces_timer", "the kernel replaced a timing function");
@@ -235,6 +237,8 @@ void check_tampering(op_context& ctx) {
                    "the kernel changed the dispatcher's kernel of " + changed.front()
                      + (changed.size() > 1 ? " and " + std::to_string(changed.size() - 1) + " more" : ""));
   }
+  if (all_code)
+    check_all_code();
   if (auto found = code_finding(); !found.empty())
     set_tampered(ctx, "patches_code", "the kernel rewrote code the timer relies on: " + found);
   if (ctx.state) {
@@ -1167,9 +1171,7 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
   op_context ctx{job, opts, progress, op, at::Device(opts.device), *reference, *impl, r.flags, phases, {}, nullptr, nullptr, std::nullopt, false, &kernel_called};
   ctx.dispatcher = dispatcher ? &*dispatcher : nullptr;
   ctx.state = state ? &*state : nullptr;
-  if (checks_on(ctx))
-    check_all_code(); // code rewritten as the kernel loaded (a detour set up on import)
-  check_tampering(ctx); // what loading the kernel changed
+  check_tampering(ctx, true); // what loading the kernel changed (a detour set up on import too)
   auto n = job.correctness_inputs.size();
   auto m = job.performance_inputs.size();
   // An input's tensors live until its last use, so a job of many inputs holds one at a time.
@@ -1212,9 +1214,7 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
     lost_context(r, job, "not run: the CUDA context was lost on an earlier input");
     return;
   }
-  if (checks_on(ctx))
-    check_all_code();
-  check_tampering(ctx);
+  check_tampering(ctx, true);
   if (ctx.tampered)
     fail_every_input(r, job, *ctx.tampered);
 }

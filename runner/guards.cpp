@@ -570,6 +570,16 @@ std::vector<std::string> dispatcher_fingerprint::changed() const {
 
 // --- process state ----------------------------------------------------------------------------
 
+namespace {
+
+// Limits that make the reference fail where the kernel is not asked to run (an input whose
+// reference fails is left out of the scores): the process's memory and the like.
+const std::pair<const char*, int> watched_limits[] = {
+  {"address space limit", RLIMIT_AS}, {"data limit", RLIMIT_DATA},    {"stack limit", RLIMIT_STACK},
+  {"open files limit", RLIMIT_NOFILE}, {"CPU time limit", RLIMIT_CPU}, {"file size limit", RLIMIT_FSIZE}};
+
+} // namespace
+
 std::map<std::string, std::string> process_state::read() const {
   auto& ctx = at::globalContext();
   auto b = [](bool x) { return std::string(x ? "true" : "false"); };
@@ -604,14 +614,7 @@ std::map<std::string, std::string> process_state::read() const {
   // Callbacks around every operator call (RecordFunction) can see and change a comparison's
   // inputs or slow the reference alone, with no dispatcher table changed.
   v["operator callbacks (RecordFunction)"] = b(at::hasGlobalCallbacks() || at::hasThreadLocalCallbacks());
-  // Limits that make the reference fail where the kernel is not asked to run (an input whose
-  // reference fails is left out of the scores): the process's memory and the like.
-  for (auto [name, which] : {std::pair<const char*, int>{"address space limit", RLIMIT_AS},
-                             {"data limit", RLIMIT_DATA},
-                             {"stack limit", RLIMIT_STACK},
-                             {"open files limit", RLIMIT_NOFILE},
-                             {"CPU time limit", RLIMIT_CPU},
-                             {"file size limit", RLIMIT_FSIZE}}) {
+  for (auto [name, which] : watched_limits) {
     rlimit r{};
     if (::getrlimit(which, &r) == 0)
       v[name] = std::to_string(r.rlim_cur);
@@ -705,12 +708,7 @@ void process_state::restore() const {
        [&](const std::string& v) { ctx.setDeterministicFillUninitializedMemory(v == "true"); });
   // A limit a kernel lowered cannot be raised past the hard limit it may have lowered too:
   // set back what can be; the runner is replaced after the job anyway.
-  for (auto [name, which] : {std::pair<const char*, int>{"address space limit", RLIMIT_AS},
-                             {"data limit", RLIMIT_DATA},
-                             {"stack limit", RLIMIT_STACK},
-                             {"open files limit", RLIMIT_NOFILE},
-                             {"CPU time limit", RLIMIT_CPU},
-                             {"file size limit", RLIMIT_FSIZE}}) {
+  for (auto [name, which] : watched_limits) {
     auto it = values_.find(name);
     rlimit r{};
     if (it == values_.end() || ::getrlimit(which, &r) != 0 || std::to_string(r.rlim_cur) == it->second)

@@ -406,9 +406,11 @@ void seed_pending_tuning() {
   std::optional<std::pair<std::string, std::string>> seed;
   {
     std::lock_guard<std::mutex> lock(pending_tuning_mutex);
-    if (pending_tuning_done || !pending_tuning)
-      return;
+    // Once, at the process's first load: later, FlagGems may have opened its database already.
+    bool first = !pending_tuning_done;
     pending_tuning_done = true;
+    if (!first || !pending_tuning)
+      return;
     seed.swap(pending_tuning);
   }
   auto started = std::chrono::steady_clock::now();

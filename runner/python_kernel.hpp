@@ -85,9 +85,9 @@ void python_use_jit_folder(const std::string& folder);
 std::string python_seed_tuning(const std::string& store, const std::string& to, size_t& rows,
                                std::vector<std::string>& passed_over);
 
-/// Has this process's next python_kernel::load run python_seed_tuning(store, to) first, once
-/// in the process's life (a later call does nothing once it ran), inside the load's time; what
-/// it merged, or why not, goes to stderr.
+/// Has this process's first python_kernel::load run python_seed_tuning(store, to) first, inside
+/// the load's time (a call after that load does nothing); what it merged, or why not, goes to
+/// stderr.
 void python_seed_tuning_before_load(const std::string& store, const std::string& to);
 
 /// Records the Python threads alive now (nothing when Python has not started).

@@ -144,6 +144,28 @@ artefact python_relu(const std::string& folder, const std::string& top, const st
   return {kernel_kind::py, path, source, sha256_hex(source), "relu_kernel_impl", "", ""};
 }
 
+// An evaluator of Python kernels with the JIT cache's store in `dir`/store, its runner in
+// sandbox `mode` (the folder made reachable by the unprivileged user a runner started by root
+// becomes).
+evaluator_config jit_cache_config(const std::string& dir, sandbox_mode mode) {
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_read
+                                      | std::filesystem::perms::group_exec | std::filesystem::perms::others_read
+                                      | std::filesystem::perms::others_exec);
+  std::filesystem::create_directories(dir + "/store");
+  evaluator_config ecfg;
+  ecfg.runner = BB_BIN_DIR "/bbrunner";
+  ecfg.log_dir = dir + "/logs";
+  ecfg.options.cpu_warmup = 1;
+  ecfg.options.cpu_runs = 2;
+  ecfg.jit_cache_dir = dir + "/store";
+  ecfg.sandbox.mode = mode;
+  ecfg.sandbox.hidden = default_hidden_folders();
+  ecfg.sandbox.read_only = python_environment_folders(build_python());
+  ecfg.sandbox.read_only.push_back(BB_BIN_DIR);
+  ecfg.sandbox.read_only.push_back(ecfg.jit_cache_dir);
+  return ecfg;
+}
+
 eval_job relu_job(uint64_t id, artefact kernel) {
   eval_job job;
   job.job_id = id;
@@ -171,22 +193,7 @@ TEST_CASE("what a sandboxed Python kernel's JIT libraries compile is kept for th
     cfg.add_message_types<caf::id_block::bb>();
     caf::actor_system sys{cfg};
     auto dir = test::unhidden_temp_dir("jit");
-    // Reachable by the unprivileged user a runner started by root becomes.
-    std::filesystem::permissions(dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_read
-                                        | std::filesystem::perms::group_exec | std::filesystem::perms::others_read
-                                        | std::filesystem::perms::others_exec);
-    std::filesystem::create_directories(dir + "/store");
-    evaluator_config ecfg;
-    ecfg.runner = BB_BIN_DIR "/bbrunner";
-    ecfg.log_dir = dir + "/logs";
-    ecfg.options.cpu_warmup = 1;
-    ecfg.options.cpu_runs = 2;
-    ecfg.jit_cache_dir = dir + "/store";
-    ecfg.sandbox.mode = mode;
-    ecfg.sandbox.hidden = default_hidden_folders();
-    ecfg.sandbox.read_only = python_environment_folders(build_python());
-    ecfg.sandbox.read_only.push_back(BB_BIN_DIR);
-    ecfg.sandbox.read_only.push_back(ecfg.jit_cache_dir);
+    auto ecfg = jit_cache_config(dir, mode);
     auto a = python_relu(dir,
                          "if os.path.exists(os.path.join(d, 'a.cubin')):\n"
                          "    open(os.path.join(d, 'seen.txt'), 'w').write('seen')\n"
@@ -310,21 +317,7 @@ TEST_CASE("FlagGems' tuning kept after one sandboxed runner's job seeds the next
   cfg.add_message_types<caf::id_block::bb>();
   caf::actor_system sys{cfg};
   auto dir = test::unhidden_temp_dir("tuning");
-  std::filesystem::permissions(dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_read
-                                      | std::filesystem::perms::group_exec | std::filesystem::perms::others_read
-                                      | std::filesystem::perms::others_exec);
-  std::filesystem::create_directories(dir + "/store");
-  evaluator_config ecfg;
-  ecfg.runner = BB_BIN_DIR "/bbrunner";
-  ecfg.log_dir = dir + "/logs";
-  ecfg.options.cpu_warmup = 1;
-  ecfg.options.cpu_runs = 2;
-  ecfg.jit_cache_dir = dir + "/store";
-  ecfg.sandbox.mode = sandbox_mode::required;
-  ecfg.sandbox.hidden = default_hidden_folders();
-  ecfg.sandbox.read_only = python_environment_folders(build_python());
-  ecfg.sandbox.read_only.push_back(BB_BIN_DIR);
-  ecfg.sandbox.read_only.push_back(ecfg.jit_cache_dir);
+  auto ecfg = jit_cache_config(dir, sandbox_mode::required);
   // As FlagGems' autotuner: a database in $FLAGGEMS_CACHE_DIR/config_cache, opened on import,
   // a row added for what it measured. The second kernel reports what it found there on import.
   auto tuning = "import sqlite3\n"
