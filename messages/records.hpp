@@ -209,8 +209,9 @@ struct performance_record {
   double unverified_speedup = 0.0;
   /// Which timer measured `speedup`: "do_bench", "adaptive", "cudagraph" (replays of the
   /// calls captured in CUDA graphs; "do_bench" instead when a side's call could not be
-  /// captured), "cpu_bench", or "synchronized" (every call between two device
-  /// synchronizations: a re-verified outlier, or a kernel that left work off the timed stream).
+  /// captured), "cpu_bench" (every CPU measurement, a re-verified outlier's included), or
+  /// "synchronized" (on a GPU, every call between two device synchronizations: a re-verified
+  /// outlier, or a kernel that left work off the timed stream).
   std::string timer;
   MSGPACK_DEFINE_MAP(BB_FIELDS_PERFORMANCE_RECORD);
 };

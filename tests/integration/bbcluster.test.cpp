@@ -242,6 +242,18 @@ TEST_CASE("the cudagraph timer is the sweep's, and a CPU slot times with cpu_ben
   REQUIRE(done[0]["performance"].size() == 1);
   CHECK(done[0]["performance"][0]["timer"] == "cpu_bench");
   CHECK(done[0]["performance"][0]["successfully_ran"] == true);
+  // An outlier measured again on a CPU is still cpu_bench's (every CPU call is synchronous).
+  auto again = run(dir, "cd " + dir.path + " && " + bbcluster
+                          + " --suite smoke --set timing.cpu_runs=5 --set evaluator.device=cpu"
+                            " --set checks.suspicious_speedup=0.001 --log-dir again");
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  auto checked = journal(dir / "again/results.jsonl");
+  REQUIRE(checked.size() == 1);
+  CHECK(checked[0]["flags"] == json::array({"suspicious_speedup"}));
+  REQUIRE(checked[0]["performance"].size() == 1);
+  CHECK(checked[0]["performance"][0]["unverified_speedup"] > 0.0);
+  CHECK(checked[0]["performance"][0]["timer"] == "cpu_bench");
   auto bad = run(dir, bbcluster + " --suite smoke --timer graphs");
   CHECK(bad.status == 2);
   CHECK_THAT(bad.err, Catch::Contains("cudagraph"));

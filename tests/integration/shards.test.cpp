@@ -68,9 +68,8 @@ bb::test::run_result sweep(const bb::test::temp_dir& dir, const std::string& nam
 
 // The records of each operator's final result, in order, without what timing measured (and
 // with a traceback's first line only: aten's carry the addresses of the process that raised).
-// A speedup over checks.suspicious_speedup is timed again with the synchronized timer: on this
-// loaded machine a reference call preempted mid-round does that, so its flag, the timer's name
-// and the first figure are timings too.
+// A speedup over checks.suspicious_speedup is timed again, stricter: on this loaded machine a
+// reference call preempted mid-round does that, so its flag and the first figure are timings too.
 std::map<std::string, json> records_without_timings(const std::string& journal) {
   std::map<std::string, json> out;
   for (auto& j : journal_lines(journal, "job_finished")) {
