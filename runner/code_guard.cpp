@@ -81,11 +81,23 @@ const char* const clock_functions[] = {"clock_gettime", "gettimeofday", "time",
                                        "_ZNSt6chrono3_V212steady_clock3nowEv",
                                        "_ZNSt6chrono3_V212system_clock3nowEv"};
 
+// A GOT entry (a JUMP_SLOT or GLOB_DAT relocation's target) through which an object calls one
+// of the watched functions: a kernel that writes its own address there redirects the calls
+// without touching any code.
+struct got_entry {
+  std::string name; // "clock_gettime's GOT entry in libstdc++.so.6"
+  const char* function = nullptr;
+  void* const* at = nullptr;
+  void* value = nullptr; // as the baseline found it, or as the loader later bound it
+};
+
 struct guard_state {
   std::mutex mutex;
   bool taken = false;
   bool with_python = false;
   std::vector<watched> functions; // checked often
+  std::vector<got_entry> entries; // checked with the functions
+  std::vector<uintptr_t> scanned; // the objects whose relocations were read, by load address
   std::vector<watched> regions;   // bbrunner's code, the vDSO: at load and at a job's end
   std::vector<std::string> code_paths; // files whose code was mapped executable at the baseline
   std::string finding;
@@ -128,6 +140,114 @@ void watch_function(guard_state& s, const std::vector<mapping>& maps, void* hand
   s.functions.push_back({name, bytes, size, hash_of(bytes, size)});
 }
 
+#if defined(__x86_64__)
+constexpr uint32_t jump_slot = R_X86_64_JUMP_SLOT, glob_dat = R_X86_64_GLOB_DAT;
+#elif defined(__aarch64__)
+constexpr uint32_t jump_slot = R_AARCH64_JUMP_SLOT, glob_dat = R_AARCH64_GLOB_DAT;
+#endif
+
+template <size_t N>
+const char* name_in(const char* const (&list)[N], const char* name) {
+  for (auto* f : list)
+    if (std::strcmp(f, name) == 0)
+      return f;
+  return nullptr;
+}
+
+// One of the watched functions' names, or nullptr.
+const char* watched_name(const char* name) {
+  if (auto* f = name_in(runtime_functions, name))
+    return f;
+  if (auto* f = name_in(driver_functions, name))
+    return f;
+  return name_in(clock_functions, name);
+}
+
+// A loaded object's GOT entries for the watched functions.
+struct scan {
+  guard_state* state;
+  std::vector<got_entry> found;
+  std::vector<std::string> holding; // the shared objects with such entries
+  std::string program;              // the executable's path
+};
+
+int scan_object(dl_phdr_info* info, size_t, void* data) {
+#if defined(__x86_64__) || defined(__aarch64__)
+  auto& out = *static_cast<scan*>(data);
+  auto& s = *out.state;
+  uintptr_t base = info->dlpi_addr;
+  if (std::find(s.scanned.begin(), s.scanned.end(), base) != s.scanned.end())
+    return 0;
+  const ElfW(Dyn)* dynamic = nullptr;
+  for (int i = 0; i < info->dlpi_phnum; ++i)
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+      dynamic = reinterpret_cast<const ElfW(Dyn)*>(base + info->dlpi_phdr[i].p_vaddr);
+  std::string object = info->dlpi_name && *info->dlpi_name ? info->dlpi_name : out.program;
+  if (!dynamic || object.find("linux-vdso") != std::string::npos)
+    return 0;
+  // The loader relocates the dynamic section's addresses in place, except where it is read-only.
+  auto address = [&](ElfW(Addr) p) { return p < base ? base + p : p; };
+  const ElfW(Sym)* symbols = nullptr;
+  const char* strings = nullptr;
+  const ElfW(Rela)* plt = nullptr;
+  const ElfW(Rela)* rela = nullptr;
+  size_t plt_bytes = 0, rela_bytes = 0, relative = 0;
+  bool plt_is_rela = true;
+  for (auto* d = dynamic; d->d_tag != DT_NULL; ++d) {
+    switch (d->d_tag) {
+    case DT_SYMTAB: symbols = reinterpret_cast<const ElfW(Sym)*>(address(d->d_un.d_ptr)); break;
+    case DT_STRTAB: strings = reinterpret_cast<const char*>(address(d->d_un.d_ptr)); break;
+    case DT_JMPREL: plt = reinterpret_cast<const ElfW(Rela)*>(address(d->d_un.d_ptr)); break;
+    case DT_PLTRELSZ: plt_bytes = d->d_un.d_val; break;
+    case DT_PLTREL: plt_is_rela = d->d_un.d_val == DT_RELA; break;
+    case DT_RELA: rela = reinterpret_cast<const ElfW(Rela)*>(address(d->d_un.d_ptr)); break;
+    case DT_RELASZ: rela_bytes = d->d_un.d_val; break;
+    case DT_RELACOUNT: relative = d->d_un.d_val; break; // relative relocations come first
+    default: break;
+    }
+  }
+  s.scanned.push_back(base);
+  if (!symbols || !strings)
+    return 0;
+  auto slash = object.rfind('/');
+  std::string short_name = slash == std::string::npos ? object : object.substr(slash + 1);
+  auto read = [&](const ElfW(Rela)* table, size_t count, size_t from) {
+    for (size_t i = from; i < count; ++i) {
+      auto type = ELF64_R_TYPE(table[i].r_info);
+      auto sym = ELF64_R_SYM(table[i].r_info);
+      if ((type != jump_slot && type != glob_dat) || sym == 0)
+        continue;
+      const char* name = strings + symbols[sym].st_name;
+      const char* function = watched_name(name);
+      if (!function)
+        continue;
+      auto* at = reinterpret_cast<void* const*>(base + table[i].r_offset);
+      out.found.push_back({std::string(function) + "'s GOT entry in " + short_name, function, at, *at});
+    }
+  };
+  size_t before = out.found.size();
+  if (plt && plt_is_rela)
+    read(plt, plt_bytes / sizeof(ElfW(Rela)), 0);
+  if (rela)
+    read(rela, rela_bytes / sizeof(ElfW(Rela)), relative);
+  if (out.found.size() > before && info->dlpi_name && *info->dlpi_name)
+    out.holding.push_back(info->dlpi_name);
+#else
+  (void)info;
+  (void)data;
+#endif
+  return 0;
+}
+
+// Whether `value` is where the loader binds `function`: a lazily bound entry first holds its
+// PLT stub's address and is bound on the first call.
+bool bound_to(const guard_state& s, const char* function, void* value) {
+  for (auto& w : s.functions)
+    if (w.at == value && w.name == function)
+      return true;
+  return ::dlsym(RTLD_DEFAULT, function) == value;
+}
+
 // Adds what is not watched yet; what is watched keeps its first hash, so that a later baseline
 // (once Python started) never takes a change for the original.
 void take(guard_state& s) {
@@ -147,6 +267,14 @@ void take(guard_state& s) {
   char exe[4096];
   auto n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   std::string self = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string();
+  scan found{&s, {}, {}, self.empty() ? "the program" : self};
+  ::dl_iterate_phdr(scan_object, &found);
+  for (auto& e : found.found)
+    s.entries.push_back(std::move(e));
+  for (auto& object : found.holding)
+    // Kept loaded for the process's life (a reference never returned), so that the entries
+    // stay readable.
+    ::dlopen(object.c_str(), RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
   for (auto& m : maps) {
     if (m.perms.find('x') == std::string::npos)
       continue;
@@ -176,6 +304,21 @@ void check(guard_state& s, const std::vector<watched>& list) {
     }
 }
 
+void check_entries(guard_state& s) {
+  if (!s.finding.empty())
+    return;
+  for (auto& e : s.entries) {
+    void* now = *static_cast<void* const volatile*>(e.at);
+    if (now == e.value)
+      continue;
+    if (!bound_to(s, e.function, now)) {
+      s.finding = e.name + " was redirected";
+      return;
+    }
+    e.value = now;
+  }
+}
+
 // Code of a file that was executable at the baseline, now mapped writable too.
 void check_maps(guard_state& s) {
   if (!s.finding.empty())
@@ -194,6 +337,7 @@ void check_maps(guard_state& s) {
 // The functions, bbrunner's code and the vDSO, and the maps.
 void check_everything(guard_state& s) {
   check(s, s.functions);
+  check_entries(s);
   check(s, s.regions);
   check_maps(s);
 }
@@ -213,8 +357,10 @@ void code_baseline() {
 void check_timing_code() {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.taken)
+  if (s.taken) {
     check(s, s.functions);
+    check_entries(s);
+  }
 }
 
 void check_all_code() {
@@ -237,6 +383,8 @@ std::vector<std::string> code_watched() {
   for (auto* list : {&s.functions, &s.regions})
     for (auto& w : *list)
       out.push_back(w.name);
+  for (auto& e : s.entries)
+    out.push_back(e.name);
   return out;
 }
 

@@ -14,9 +14,17 @@
 //
 // After every job the runner checks everything again and exits when anything changed, so a
 // patch made after the job's last check (a destructor, a native thread) ends the runner
-// before the next job, which is never blamed for it. Not closed: code the timer reaches that
-// is not listed (functions inside those libraries that the listed ones call, a GOT entry), and
-// a patch a native thread undoes between a check and a reading.
+// before the next job, which is never blamed for it.
+//
+// Calls need not be patched to be redirected: every loaded object calls a shared library's
+// function through its GOT, a table of addresses that is writable in a program linked without
+// -z now. The guard reads each object's relocations at the baseline and watches every GOT entry
+// for a listed function (bbrunner's for steady_clock::now and cudaEventElapsedTime,
+// libstdc++'s for clock_gettime, ...); an entry may change only to where the loader binds that
+// function (lazy binding), never elsewhere. Not closed: code the timer reaches that is not
+// listed (functions inside those libraries that the listed ones call), pointers a library keeps
+// in its own data (the CUDA runtime's table of driver functions, the C library's vDSO
+// pointers), and a patch a native thread undoes between a check and a reading.
 
 #include <string>
 #include <vector>
@@ -39,7 +47,8 @@ void check_all_code();
 /// The first change found since the process started ("" when none): what changed, by name.
 std::string code_finding();
 
-/// The names of what the guard watches (functions, then bbrunner's code and the vDSO).
+/// The names of what the guard watches (functions, then bbrunner's code and the vDSO, then the
+/// GOT entries).
 std::vector<std::string> code_watched();
 
 } // namespace bb::runner

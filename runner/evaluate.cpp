@@ -240,7 +240,7 @@ void check_tampering(op_context& ctx, bool all_code = false) {
   if (all_code)
     check_all_code();
   if (auto found = code_finding(); !found.empty())
-    set_tampered(ctx, "patches_code", "the kernel rewrote code the timer relies on: " + found);
+    set_tampered(ctx, "patches_code", "the kernel changed code the timer relies on, or the way to it: " + found);
   if (ctx.state) {
     auto c = ctx.state->compare();
     if (!c.dispatch.empty())

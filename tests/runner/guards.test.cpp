@@ -15,7 +15,11 @@
 #include "skip.hpp"
 
 #include <algorithm>
+#include <dlfcn.h>
+#include <fstream>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <chrono>
 #include <map>
 #include <set>
@@ -1015,4 +1019,60 @@ TEST_CASE("the code guard watches the clocks and bbrunner's code, and finds noth
   double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / 1000;
   WARN("check_timing_code: " << us << " us a check, " << watched.size() << " watched");
   CHECK(us < 50);
+}
+
+namespace {
+std::chrono::steady_clock::time_point stopped_clock() noexcept {
+  return std::chrono::steady_clock::time_point{};
+}
+} // namespace
+
+TEST_CASE("the code guard finds the program's GOT entry for its clock redirected", "[runner]") {
+  (void)std::chrono::steady_clock::now(); // bound, if the loader binds lazily
+  code_baseline();
+  auto watched = code_watched();
+  auto entry = std::find_if(watched.begin(), watched.end(), [](const std::string& w) {
+    return w == "_ZNSt6chrono3_V212steady_clock3nowEv's GOT entry in bb_runner_tests";
+  });
+  REQUIRE(entry != watched.end());
+  // Found as a kernel would find it: the bound address in the program's writable data.
+  void* bound = ::dlsym(RTLD_DEFAULT, "_ZNSt6chrono3_V212steady_clock3nowEv");
+  REQUIRE(bound != nullptr);
+  char exe[4096];
+  auto n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  REQUIRE(n > 0);
+  std::string self(exe, static_cast<size_t>(n));
+  std::vector<void**> slots;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.size() < self.size() || line.compare(line.size() - self.size(), self.size(), self) != 0
+        || line.find(" rw") == std::string::npos)
+      continue;
+    auto dash = line.find('-');
+    auto start = std::stoull(line.substr(0, dash), nullptr, 16);
+    auto end = std::stoull(line.substr(dash + 1), nullptr, 16);
+    for (auto p = start; p + sizeof(void*) <= end; p += sizeof(void*))
+      if (*reinterpret_cast<void**>(p) == bound)
+        slots.push_back(reinterpret_cast<void**>(p));
+  }
+  REQUIRE(!slots.empty());
+  CHECK(code_finding().empty());
+  // Redirected in a child of this process: a finding is kept for the process's life.
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    for (auto* slot : slots)
+      *slot = reinterpret_cast<void*>(&stopped_clock);
+    check_timing_code();
+    auto finding = code_finding();
+    ::_exit(finding.find("_ZNSt6chrono3_V212steady_clock3nowEv's GOT entry in") == 0
+                && finding.find("was redirected") != std::string::npos
+              ? 0
+              : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(code_finding().empty());
 }
