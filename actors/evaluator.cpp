@@ -235,6 +235,91 @@ runner_supervisor::call_outcome run_on_runner(evaluator_state& st, eval_job& job
   return call;
 }
 
+// A reference_error whose reference failed to run (raised, ran out of memory, timed out) rather
+// than disagreed with itself.
+bool failed_to_run(const std::string& message) {
+  return message.rfind(reference_disagrees_text, 0) != 0;
+}
+
+// A reference failure is believed only where the kernel never ran. A kernel loaded in the
+// runner's process can make the reference fail there (memory it holds, limits it set, work it
+// left running), and an input whose reference fails is left out of the scores: a kernel wrong
+// or slow on an input would have it left out. So the inputs whose reference failed to run are
+// run again, the reference against itself, in a fresh runner; each that runs there fails the
+// kernel's input instead (`starves_reference`). Returns whether the runner was replaced.
+bool confirm_reference_failures(evaluator_state& st, const eval_job& job, eval_result& result,
+                                const std::string& tag) {
+  static const std::string prefix = std::string(to_string(outcome::reference_error)) + ": ";
+  if (job.kernel.kind == kernel_kind::aten || result.correctness.size() != job.correctness_inputs.size()
+      || result.performance.size() != job.performance_inputs.size())
+    return false;
+  std::vector<std::string> inputs;
+  auto suspect = [&](const std::string& text) {
+    if (std::find(inputs.begin(), inputs.end(), text) == inputs.end())
+      inputs.push_back(text);
+  };
+  for (size_t i = 0; i < result.correctness.size(); ++i)
+    if (auto& c = result.correctness[i]; c.error_type == to_string(outcome::reference_error) && failed_to_run(c.error_msg))
+      suspect(job.correctness_inputs[i]);
+  for (size_t i = 0; i < result.performance.size(); ++i)
+    if (auto& p = result.performance[i]; p.error_msg.rfind(prefix, 0) == 0 && failed_to_run(p.error_msg.substr(prefix.size())))
+      suspect(job.performance_inputs[i]);
+  if (inputs.empty())
+    return false;
+  auto started = std::chrono::steady_clock::now();
+  eval_job alone;
+  alone.job_id = job.job_id;
+  alone.attempt = job.attempt;
+  alone.op_name = job.op_name;
+  alone.kernel = {kernel_kind::aten, "", "", "aten", "", "", ""};
+  alone.correctness_inputs = inputs;
+  alone.settings = job.settings;
+  st.runner.stop(); // with whatever the kernel holds
+  if (auto err = ensure_runner(st); !err.empty()) {
+    spdlog::warn("evaluator {}: job {} ({}): the reference's failures could not be confirmed without the kernel "
+                 "(no runner: {}); left out", tag, job.job_id, job.op_name, err);
+    return true;
+  }
+  auto scratch = scratch_for(st.cfg, alone);
+  auto call = st.runner.evaluate(alone, static_cast<int>(st.cfg.call_timeout_s * 1000),
+                                 static_cast<int>(st.cfg.job_timeout_s * 1000), scratch, "", nullptr);
+  std::error_code ec;
+  if (!scratch.empty())
+    std::filesystem::remove_all(scratch, ec);
+  result.phases["confirm_reference"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!call.ok) {
+    // The reference fails without the kernel too (a crash, a hang): its failures stand.
+    st.runner.stop();
+    return true;
+  }
+  std::set<std::string> runs;
+  for (size_t i = 0; i < inputs.size() && i < call.result.correctness.size(); ++i)
+    if (call.result.correctness[i].is_correct)
+      runs.insert(inputs[i]);
+  if (runs.empty())
+    return true;
+  auto why = [](const std::string& failure) {
+    return "the reference failed on this input after the kernel had loaded (" + failure
+           + "), and ran in a fresh runner where the kernel never had";
+  };
+  for (size_t i = 0; i < result.correctness.size(); ++i)
+    if (auto& c = result.correctness[i]; runs.count(job.correctness_inputs[i]) && c.error_type == to_string(outcome::reference_error)) {
+      c.is_correct = false;
+      c.error_type = "starves_reference";
+      c.error_msg = why(c.error_msg);
+    }
+  for (size_t i = 0; i < result.performance.size(); ++i)
+    if (auto& p = result.performance[i]; runs.count(job.performance_inputs[i]) && p.error_msg.rfind(prefix, 0) == 0) {
+      p.successfully_ran = false;
+      p.error_msg = "starves_reference: " + why(p.error_msg.substr(prefix.size()));
+    }
+  if (std::find(result.flags.begin(), result.flags.end(), "starves_reference") == result.flags.end())
+    result.flags.push_back("starves_reference");
+  spdlog::warn("evaluator {}: job {} ({}): the reference failed on {} input(s) only where the kernel had loaded "
+               "(starves_reference)", tag, job.job_id, job.op_name, runs.size());
+  return true;
+}
+
 } // namespace
 
 evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_config cfg) {
@@ -292,6 +377,7 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
         touch_jit_entry(jit_entry); // used now: the last to be trimmed
       auto call = run_on_runner(st, job, tag, jit_entry);
       auto result = call.ok ? std::move(call.result) : failed_result(job, call.why, call.detail);
+      bool replaced = call.ok && options.exploit_checks && confirm_reference_failures(st, job, result, tag);
       keep_measured_references(result, job, references, options);
       result.runner_restarts = std::exchange(st.unreported_restarts, 0);
       auto ended = clock::now();
@@ -311,17 +397,22 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
         // A runner that lost its CUDA context, or whose process a kernel tampered with (its
         // Python, the dispatcher, a setting, a thread left running), exits after its result:
         // the next job gets a fresh one.
+        // (A kernel that starved the reference had its runner replaced already.)
         static const char* spoiling[] = {"replaces_timer", "replaces_comparison", "replaces_operator", "patches_code",
                                          "changes_dispatch", "changes_global_state",
-                                         "leaves_thread_running"};
+                                         "leaves_thread_running", "starves_reference"};
         auto& flags = result.flags;
         bool tampered = std::any_of(std::begin(spoiling), std::end(spoiling), [&](const char* f) {
           return std::find(flags.begin(), flags.end(), f) != flags.end();
         });
-        if (spoils_runner(result) || tampered)
-          st.runner.stop();
-        else if (options.exploit_checks) // without them, a thread left behind goes unseen
+        if (spoils_runner(result) || tampered) {
+          if (!replaced)
+            st.runner.stop();
+        } else if (options.exploit_checks && !replaced) {
+          // Without the checks a thread left behind goes unseen; a replaced runner's sandbox is
+          // not the one the kernel compiled in.
           keep_compiled(st, jit_entry, tag);
+        }
         return result;
       }
       spdlog::warn("evaluator {}: job {} ({}) {}: {}; starting a fresh runner", tag, job.job_id,

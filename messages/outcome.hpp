@@ -46,6 +46,10 @@ BB_NAMED_ENUM(outcome,
 
 inline constexpr outcome last_outcome = outcome::no_kernel;
 
+/// How a reference_error's message starts when the reference ran but disagreed with itself
+/// (rather than failing to run: raising, running out of memory, timing out).
+inline constexpr const char* reference_disagrees_text = "the reference does not agree with itself";
+
 /// The outcome named at the start of `text` ("reference_error: ..."), if any.
 inline std::optional<outcome> outcome_prefix(const std::string& text) {
   auto end = text.find(':');

@@ -617,7 +617,7 @@ void check(op_context& ctx, input_state& st, const std::string& label, input_kin
   if (why.empty() && ctx.job.kernel.kind == kernel_kind::aten)
     why = "the aten backend's kernel is the reference, and their results differ: " + st.verdict.message;
   if (!why.empty() && why.rfind("it failed when run again", 0) != 0)
-    st.run_error = call_error(outcome::reference_error, "the reference does not agree with itself on this input: " + why);
+    st.run_error = call_error(outcome::reference_error, std::string(reference_disagrees_text) + " on this input: " + why);
 }
 
 template <class T, class P>
