@@ -98,6 +98,7 @@ struct guard_state {
   std::vector<watched> functions; // checked often
   std::vector<got_entry> entries; // checked with the functions
   std::vector<uintptr_t> scanned; // the objects whose relocations were read, by load address
+  std::vector<std::string> scanned_files; // and by file
   std::vector<watched> regions;   // bbrunner's code, the vDSO: at load and at a job's end
   std::vector<std::string> code_paths; // files whose code was mapped executable at the baseline
   std::string finding;
@@ -207,6 +208,8 @@ int scan_object(dl_phdr_info* info, size_t, void* data) {
     }
   }
   s.scanned.push_back(base);
+  if (info->dlpi_name && *info->dlpi_name)
+    s.scanned_files.push_back(info->dlpi_name);
   if (!symbols || !strings)
     return 0;
   auto slash = object.rfind('/');
@@ -245,7 +248,20 @@ bool bound_to(const guard_state& s, const char* function, void* value) {
   for (auto& w : s.functions)
     if (w.at == value && w.name == function)
       return true;
-  return ::dlsym(RTLD_DEFAULT, function) == value;
+  if (::dlsym(RTLD_DEFAULT, function) == value)
+    return true;
+  // An object loaded with a scope of its own (RTLD_LOCAL, a Python extension's) binds to a
+  // definition found there first: one of an object that was loaded at a baseline, never one a
+  // kernel brought.
+  Dl_info info{};
+  if (!::dladdr(value, &info) || !info.dli_fname
+      || std::find(s.scanned_files.begin(), s.scanned_files.end(), info.dli_fname) == s.scanned_files.end())
+    return false;
+  void* handle = ::dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  bool defined_there = handle && ::dlsym(handle, function) == value;
+  if (handle)
+    ::dlclose(handle);
+  return defined_there;
 }
 
 // Adds what is not watched yet; what is watched keeps its first hash, so that a later baseline
