@@ -242,31 +242,53 @@ bool failed_to_run(const std::string& message) {
 }
 
 // A reference failure is believed only where the kernel never ran. A kernel loaded in the
-// runner's process can make the reference fail there (memory it holds, limits it set, work it
-// left running), and an input whose reference fails is left out of the scores: a kernel wrong
-// or slow on an input would have it left out. So the inputs whose reference failed to run are
-// run again, the reference against itself, in a fresh runner; each that runs there fails the
-// kernel's input instead (`starves_reference`). Returns whether the runner was replaced.
+// runner's process can make the reference fail there (memory it holds, limits it set), and an
+// input whose reference fails is left out of the scores: a kernel wrong or slow on an input
+// would have it left out. So the inputs whose reference failed to run (raised, ran out of
+// memory; not one that disagreed with itself, and not one whose reference ran past the call
+// timeout, which load alone can cause) run again, the reference against itself, in a fresh
+// runner; each whose reference runs there fails the kernel's input instead
+// (`starves_reference`). Returns whether the runner was replaced.
 bool confirm_reference_failures(evaluator_state& st, const eval_job& job, eval_result& result,
                                 const std::string& tag) {
   static const std::string prefix = std::string(to_string(outcome::reference_error)) + ": ";
   if (job.kernel.kind == kernel_kind::aten || result.correctness.size() != job.correctness_inputs.size()
       || result.performance.size() != job.performance_inputs.size())
     return false;
+  auto timed_out = [&](input_kind kind, size_t i) {
+    return std::any_of(job.reference_failures.begin(), job.reference_failures.end(),
+                       [&](const input_failure& f) { return f.kind == kind && f.index == i; });
+  };
+  std::vector<size_t> checked, timed; // the suspects among the records, by index
+  for (size_t i = 0; i < result.correctness.size(); ++i)
+    if (auto& c = result.correctness[i]; c.error_type == to_string(outcome::reference_error)
+                                         && failed_to_run(c.error_msg) && !timed_out(input_kind::correctness, i))
+      checked.push_back(i);
+  for (size_t i = 0; i < result.performance.size(); ++i)
+    if (auto& p = result.performance[i]; p.error_msg.rfind(prefix, 0) == 0
+                                         && failed_to_run(p.error_msg.substr(prefix.size()))
+                                         && !timed_out(input_kind::performance, i))
+      timed.push_back(i);
+  if (checked.empty() && timed.empty())
+    return false;
   std::vector<std::string> inputs;
-  auto suspect = [&](const std::string& text) {
+  auto add = [&](const std::string& text) {
     if (std::find(inputs.begin(), inputs.end(), text) == inputs.end())
       inputs.push_back(text);
   };
-  for (size_t i = 0; i < result.correctness.size(); ++i)
-    if (auto& c = result.correctness[i]; c.error_type == to_string(outcome::reference_error) && failed_to_run(c.error_msg))
-      suspect(job.correctness_inputs[i]);
-  for (size_t i = 0; i < result.performance.size(); ++i)
-    if (auto& p = result.performance[i]; p.error_msg.rfind(prefix, 0) == 0 && failed_to_run(p.error_msg.substr(prefix.size())))
-      suspect(job.performance_inputs[i]);
-  if (inputs.empty())
-    return false;
+  for (auto i : checked)
+    add(job.correctness_inputs[i]);
+  for (auto i : timed)
+    add(job.performance_inputs[i]);
   auto started = std::chrono::steady_clock::now();
+  struct count_phase {
+    eval_result& result;
+    std::chrono::steady_clock::time_point started;
+    ~count_phase() {
+      result.phases["confirm_reference"] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    }
+  } counted{result, started};
   eval_job alone;
   alone.job_id = job.job_id;
   alone.attempt = job.attempt;
@@ -280,36 +302,36 @@ bool confirm_reference_failures(evaluator_state& st, const eval_job& job, eval_r
                  "(no runner: {}); left out", tag, job.job_id, job.op_name, err);
     return true;
   }
-  auto scratch = scratch_for(st.cfg, alone);
-  auto call = st.runner.evaluate(alone, static_cast<int>(st.cfg.call_timeout_s * 1000),
-                                 static_cast<int>(st.cfg.job_timeout_s * 1000), scratch, "", nullptr);
-  std::error_code ec;
-  if (!scratch.empty())
-    std::filesystem::remove_all(scratch, ec);
-  result.phases["confirm_reference"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  // A reference that runs past the call timeout here too is left out of this job, as in any.
+  auto call = run_on_runner(st, alone, tag, "");
   if (!call.ok) {
-    // The reference fails without the kernel too (a crash, a hang): its failures stand.
+    // The reference fails without the kernel too (a crash): its failures stand.
     st.runner.stop();
     return true;
   }
+  // The reference ran there unless its record is again a failure to run.
   std::set<std::string> runs;
-  for (size_t i = 0; i < inputs.size() && i < call.result.correctness.size(); ++i)
-    if (call.result.correctness[i].is_correct)
+  for (size_t i = 0; i < inputs.size() && i < call.result.correctness.size(); ++i) {
+    auto& c = call.result.correctness[i];
+    if (!(c.error_type == to_string(outcome::reference_error) && failed_to_run(c.error_msg)))
       runs.insert(inputs[i]);
+  }
   if (runs.empty())
     return true;
   auto why = [](const std::string& failure) {
     return "the reference failed on this input after the kernel had loaded (" + failure
            + "), and ran in a fresh runner where the kernel never had";
   };
-  for (size_t i = 0; i < result.correctness.size(); ++i)
-    if (auto& c = result.correctness[i]; runs.count(job.correctness_inputs[i]) && c.error_type == to_string(outcome::reference_error)) {
+  for (auto i : checked)
+    if (runs.count(job.correctness_inputs[i])) {
+      auto& c = result.correctness[i];
       c.is_correct = false;
       c.error_type = "starves_reference";
       c.error_msg = why(c.error_msg);
     }
-  for (size_t i = 0; i < result.performance.size(); ++i)
-    if (auto& p = result.performance[i]; runs.count(job.performance_inputs[i]) && p.error_msg.rfind(prefix, 0) == 0) {
+  for (auto i : timed)
+    if (runs.count(job.performance_inputs[i])) {
+      auto& p = result.performance[i];
       p.successfully_ran = false;
       p.error_msg = "starves_reference: " + why(p.error_msg.substr(prefix.size()));
     }
@@ -385,7 +407,9 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, evaluator_confi
       result.phases["runner_start"] += std::chrono::duration<double>(started - arrived).count();
       double evaluated = std::chrono::duration<double>(ended - started).count();
       if (call.ok)
-        result.phases["moving_results"] += std::max(0.0, evaluated - result.wall_seconds);
+        result.phases["moving_results"] +=
+          std::max(0.0, evaluated - result.wall_seconds
+                          - (result.phases.count("confirm_reference") ? result.phases.at("confirm_reference") : 0.0));
       st.idle_since = ended;
       if (st.measured_with.empty() || st.measured_for != job.settings) {
         st.measured_for = job.settings;

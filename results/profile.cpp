@@ -11,8 +11,8 @@ namespace bb {
 const std::vector<std::string>& profile_phases() {
   static const std::vector<std::string> phases = {
     "runner_start", "load_kernel", "build_inputs", "reference_calls", "first_kernel_call", "kernel_calls",
-    "compare",      "honesty",     "check_timed",  "time_reference",  "time_kernel",       "moving_results",
-    "waiting"};
+    "compare",      "honesty",     "check_timed",  "time_reference",  "time_kernel",       "confirm_reference",
+    "moving_results", "waiting"};
   return phases;
 }
 
@@ -66,7 +66,7 @@ std::string format_profile(const sweep_profile& p, const std::string& kept_in) {
     {"runner_start", "start"},     {"load_kernel", "load"},      {"build_inputs", "inputs"},
     {"reference_calls", "ref"},    {"first_kernel_call", "first"}, {"kernel_calls", "kernel"},   {"compare", "compare"},
     {"honesty", "honesty"},        {"check_timed", "chk_t"},     {"time_reference", "t_ref"},  {"time_kernel", "t_kernel"},
-    {"moving_results", "move"},    {"waiting", "wait"}};
+    {"confirm_reference", "confirm"}, {"moving_results", "move"}, {"waiting", "wait"}};
   std::string out = "profile: seconds per evaluator slot and phase"
                     + (kept_in.empty() ? std::string() : " (" + kept_in + " has them all)") + "\n";
   char buf[64];

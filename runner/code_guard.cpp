@@ -77,18 +77,21 @@ const char* const runtime_functions[] = {
 const char* const driver_functions[] = {
   "cuEventElapsedTime", "cuEventElapsedTime_v2", "cuEventRecord", "cuEventRecordWithFlags",
   "cuEventSynchronize", "cuEventQuery", "cuStreamSynchronize", "cuCtxSynchronize"};
-const char* const clock_functions[] = {"clock_gettime", "gettimeofday", "time",
+const char* const clock_functions[] = {"clock_gettime", "gettimeofday", "time", "getrusage",
                                        "_ZNSt6chrono3_V212steady_clock3nowEv",
                                        "_ZNSt6chrono3_V212system_clock3nowEv"};
+// c10's: the synchronized timer's device synchronization, and the stream events record on.
+const char* const torch_functions[] = {"_ZN3c104cuda18device_synchronizeEv",
+                                       "_ZN3c104cuda20getCurrentCUDAStreamEa"};
 
-// A GOT entry (a JUMP_SLOT or GLOB_DAT relocation's target) through which an object calls one
-// of the watched functions: a kernel that writes its own address there redirects the calls
-// without touching any code.
+// A GOT entry (a JUMP_SLOT or GLOB_DAT relocation's target) through which an object calls a
+// function: a kernel that writes its own address there redirects the calls without touching
+// any code.
 struct got_entry {
   std::string name; // "clock_gettime's GOT entry in libstdc++.so.6"
-  const char* function = nullptr;
   void* const* at = nullptr;
-  void* value = nullptr; // as the baseline found it, or as the loader later bound it
+  void* value = nullptr;    // as the baseline found it, or as the loader later bound it
+  std::vector<void*> bound; // where the loader binds it (lazy binding), found at the baseline
 };
 
 struct guard_state {
@@ -98,7 +101,6 @@ struct guard_state {
   std::vector<watched> functions; // checked often
   std::vector<got_entry> entries; // checked with the functions
   std::vector<uintptr_t> scanned; // the objects whose relocations were read, by load address
-  std::vector<std::string> scanned_files; // and by file
   std::vector<watched> regions;   // bbrunner's code, the vDSO: at load and at a job's end
   std::vector<std::string> code_paths; // files whose code was mapped executable at the baseline
   std::string finding;
@@ -155,21 +157,22 @@ const char* name_in(const char* const (&list)[N], const char* name) {
   return nullptr;
 }
 
-// One of the watched functions' names, or nullptr.
-const char* watched_name(const char* name) {
-  if (auto* f = name_in(runtime_functions, name))
-    return f;
-  if (auto* f = name_in(driver_functions, name))
-    return f;
-  return name_in(clock_functions, name);
+// Whether `name` is one of the watched functions'.
+bool watched_name(const char* name) {
+  return name_in(runtime_functions, name) || name_in(driver_functions, name) || name_in(clock_functions, name)
+         || name_in(torch_functions, name);
 }
 
-// A loaded object's GOT entries for the watched functions.
+// The loaded objects' GOT entries to watch: in bbrunner (linked with -z now: bound at its start,
+// then read-only) every one, since any function it calls may be on the timer's path; in other
+// objects those for the watched functions.
 struct scan {
   guard_state* state;
-  std::vector<got_entry> found;
-  std::vector<std::string> holding; // the shared objects with such entries
-  std::string program;              // the executable's path
+  struct object {
+    std::string path; // "" for the executable
+    std::vector<std::pair<std::string, void* const*>> entries; // (function, entry)
+  };
+  std::vector<object> objects;
 };
 
 int scan_object(dl_phdr_info* info, size_t, void* data) {
@@ -183,8 +186,9 @@ int scan_object(dl_phdr_info* info, size_t, void* data) {
   for (int i = 0; i < info->dlpi_phnum; ++i)
     if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
       dynamic = reinterpret_cast<const ElfW(Dyn)*>(base + info->dlpi_phdr[i].p_vaddr);
-  std::string object = info->dlpi_name && *info->dlpi_name ? info->dlpi_name : out.program;
-  if (!dynamic || object.find("linux-vdso") != std::string::npos)
+  bool program = !info->dlpi_name || !*info->dlpi_name;
+  std::string path = program ? std::string() : info->dlpi_name;
+  if (!dynamic || path.find("linux-vdso") != std::string::npos)
     return 0;
   // The loader relocates the dynamic section's addresses in place, except where it is read-only.
   auto address = [&](ElfW(Addr) p) { return p < base ? base + p : p; };
@@ -208,12 +212,9 @@ int scan_object(dl_phdr_info* info, size_t, void* data) {
     }
   }
   s.scanned.push_back(base);
-  if (info->dlpi_name && *info->dlpi_name)
-    s.scanned_files.push_back(info->dlpi_name);
   if (!symbols || !strings)
     return 0;
-  auto slash = object.rfind('/');
-  std::string short_name = slash == std::string::npos ? object : object.substr(slash + 1);
+  scan::object found{path, {}};
   auto read = [&](const ElfW(Rela)* table, size_t count, size_t from) {
     for (size_t i = from; i < count; ++i) {
       auto type = ELF64_R_TYPE(table[i].r_info);
@@ -221,47 +222,24 @@ int scan_object(dl_phdr_info* info, size_t, void* data) {
       if ((type != jump_slot && type != glob_dat) || sym == 0)
         continue;
       const char* name = strings + symbols[sym].st_name;
-      const char* function = watched_name(name);
-      if (!function)
+      if (!program && !watched_name(name))
         continue;
       auto* at = reinterpret_cast<void* const*>(base + table[i].r_offset);
-      out.found.push_back({std::string(function) + "'s GOT entry in " + short_name, function, at, *at});
+      if (std::none_of(found.entries.begin(), found.entries.end(), [&](const auto& e) { return e.second == at; }))
+        found.entries.emplace_back(name, at);
     }
   };
-  size_t before = out.found.size();
   if (plt && plt_is_rela)
     read(plt, plt_bytes / sizeof(ElfW(Rela)), 0);
   if (rela)
     read(rela, rela_bytes / sizeof(ElfW(Rela)), relative);
-  if (out.found.size() > before && info->dlpi_name && *info->dlpi_name)
-    out.holding.push_back(info->dlpi_name);
+  if (!found.entries.empty())
+    out.objects.push_back(std::move(found));
 #else
   (void)info;
   (void)data;
 #endif
   return 0;
-}
-
-// Whether `value` is where the loader binds `function`: a lazily bound entry first holds its
-// PLT stub's address and is bound on the first call.
-bool bound_to(const guard_state& s, const char* function, void* value) {
-  for (auto& w : s.functions)
-    if (w.at == value && w.name == function)
-      return true;
-  if (::dlsym(RTLD_DEFAULT, function) == value)
-    return true;
-  // An object loaded with a scope of its own (RTLD_LOCAL, a Python extension's) binds to a
-  // definition found there first: one of an object that was loaded at a baseline, never one a
-  // kernel brought.
-  Dl_info info{};
-  if (!::dladdr(value, &info) || !info.dli_fname
-      || std::find(s.scanned_files.begin(), s.scanned_files.end(), info.dli_fname) == s.scanned_files.end())
-    return false;
-  void* handle = ::dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-  bool defined_there = handle && ::dlsym(handle, function) == value;
-  if (handle)
-    ::dlclose(handle);
-  return defined_there;
 }
 
 // Adds what is not watched yet; what is watched keeps its first hash, so that a later baseline
@@ -272,7 +250,11 @@ void take(guard_state& s) {
   for (auto* lib : {"libcudart.so.13", "libcudart.so.12", "libcuda.so.1", "libc.so.6", "libstdc++.so.6"})
     if (void* h = ::dlopen(lib, RTLD_LAZY | RTLD_NOLOAD))
       handles.push_back(h); // a reference kept for the process's life: nothing is unloaded
+  if (void* h = ::dlopen("libc10_cuda.so", RTLD_LAZY | RTLD_NOLOAD))
+    handles.push_back(h);
   for (void* h : handles) {
+    for (auto* f : torch_functions)
+      watch_function(s, maps, h, f);
     for (auto* f : runtime_functions)
       watch_function(s, maps, h, f);
     for (auto* f : driver_functions)
@@ -283,14 +265,28 @@ void take(guard_state& s) {
   char exe[4096];
   auto n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   std::string self = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string();
-  scan found{&s, {}, {}, self.empty() ? "the program" : self};
+  scan found{&s, {}};
   ::dl_iterate_phdr(scan_object, &found);
-  for (auto& e : found.found)
-    s.entries.push_back(std::move(e));
-  for (auto& object : found.holding)
+  for (auto& object : found.objects) {
     // Kept loaded for the process's life (a reference never returned), so that the entries
-    // stay readable.
-    ::dlopen(object.c_str(), RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+    // stay readable; an object that cannot be kept is not watched.
+    void* own = object.path.empty() ? ::dlopen(nullptr, RTLD_LAZY)
+                                    : ::dlopen(object.path.c_str(), RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+    if (!own)
+      continue;
+    const auto& path = object.path.empty() ? self : object.path;
+    auto slash = path.rfind('/');
+    std::string short_name = slash == std::string::npos ? path : path.substr(slash + 1);
+    for (auto& [function, at] : object.entries) {
+      got_entry e{function + "'s GOT entry in " + short_name, at, *at, {}};
+      // Where the loader binds it: the process's first definition, or one in the object's own
+      // scope (an RTLD_LOCAL object's bundled library). Never one a kernel brings later.
+      for (void* p : {::dlsym(RTLD_DEFAULT, function.c_str()), ::dlsym(own, function.c_str())})
+        if (p && std::find(e.bound.begin(), e.bound.end(), p) == e.bound.end())
+          e.bound.push_back(p);
+      s.entries.push_back(std::move(e));
+    }
+  }
   for (auto& m : maps) {
     if (m.perms.find('x') == std::string::npos)
       continue;
@@ -327,11 +323,11 @@ void check_entries(guard_state& s) {
     void* now = *static_cast<void* const volatile*>(e.at);
     if (now == e.value)
       continue;
-    if (!bound_to(s, e.function, now)) {
+    if (std::find(e.bound.begin(), e.bound.end(), now) == e.bound.end()) {
       s.finding = e.name + " was redirected";
       return;
     }
-    e.value = now;
+    e.value = now; // bound lazily
   }
 }
 

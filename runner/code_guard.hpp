@@ -19,9 +19,12 @@
 // Calls need not be patched to be redirected: every loaded object calls a shared library's
 // function through its GOT, a table of addresses that is writable in a program linked without
 // -z now. The guard reads each object's relocations at the baseline and watches every GOT entry
-// for a listed function (bbrunner's for steady_clock::now and cudaEventElapsedTime,
-// libstdc++'s for clock_gettime, ...); an entry may change only to where the loader binds that
-// function (lazy binding), never elsewhere. Not closed: code the timer reaches that is not
+// of bbrunner (linked with -z now: all bound at its start; any function it calls may be on the
+// timer's path: steady_clock::now, cudaEventElapsedTime, c10's device_synchronize, getrusage
+// ...) and, in other objects, every entry for a listed function (libstdc++'s for clock_gettime,
+// ...); an entry may change only to where the loader binds that function (lazy binding: the
+// process's first definition, or one in the object's own scope, both found at the baseline),
+// never elsewhere. Not closed: code the timer reaches that is not
 // listed (functions inside those libraries that the listed ones call), pointers a library keeps
 // in its own data (the CUDA runtime's table of driver functions, the C library's vDSO
 // pointers), and a patch a native thread undoes between a check and a reading.

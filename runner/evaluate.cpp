@@ -11,6 +11,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/GPUTrace.h>
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
@@ -224,6 +225,13 @@ void check_tampering(op_context& ctx, bool all_code = false) {
   check_timing_code();
   if (python_kernel_of(ctx) && python_timers_tampered())
     set_tampered(ctx, "replaces_timer", "the kernel replaced a timing function");
+  // torch's GPU trace (torch._C._activate_gpu_trace, the CUDA sanitizer's) runs Python
+  // callbacks inside every event record and device synchronization the timer makes: a sleep
+  // there lands inside the reference's measured interval. bbrunner never turns it on.
+  if (c10::impl::GPUTrace::get_trace() != nullptr)
+    set_tampered(ctx, "replaces_timer",
+                 "the kernel turned on torch's GPU trace, whose callbacks run inside the timer's event records "
+                 "and synchronizations");
   if (!checks_on(ctx))
     return;
   if (python_kernel_of(ctx) && python_comparison_tampered())
