@@ -566,7 +566,7 @@ double shards_per_slot(const settings& s) {
 }
 
 double evaluate_timeout_s(const settings& s) {
-  return s.start_timeout_s + 2 * s.job_timeout_s + 30;
+  return 2 * s.start_timeout_s + 3 * s.job_timeout_s + 30;
 }
 
 caf::error validate(const settings& s) {

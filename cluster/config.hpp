@@ -133,7 +133,8 @@ bool extra_inputs_for(const settings& s, const std::string& backend);
 double shards_per_slot(const settings& s);
 
 /// Bound on one evaluate request to a slot: a runner start and two full job timeouts (a
-/// retry on a fresh runner) with some slack.
+/// retry on a fresh runner after a reference that hung), then another start and job timeout
+/// (the reference's failures confirmed without the kernel, starves_reference), with some slack.
 double evaluate_timeout_s(const settings& s);
 
 /// Checks ranges (every number finite and within its key's bounds, timeouts at most 7 days)
