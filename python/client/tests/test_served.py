@@ -168,6 +168,22 @@ class ServedTest(unittest.TestCase):
                 self.assertTrue(r.performance.successfully_ran)
                 self.assertEqual(r.correctness.args, result.correctness[r.input].args)
                 self.assertEqual(r.performance.args, result.performance[r.input].args)
+            # A kernel that takes all the runner's memory on import (exploit corpus kernel 30):
+            # its input streams first as the reference's failure, then, confirmed on a fresh
+            # runner without it, again as the kernel's.
+            starving = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "kernels", "exploits",
+                                    "asin__default", "asin__default_implementation_v1.py")
+            with open(starving) as f:
+                source = f.read().replace("asin__default_kernel_impl", "asin_kernel_impl")
+            asin = os.path.join(server.dir, "asin.txt")
+            with open(asin, "w") as f:
+                f.write("Operator: aten.asin.default\ncnt: 1, ((T([512, 512], f32),), {})\n")
+            starved = c.submit("asin", source, kind="py", data=asin, settings=QUICK)
+            verdict = starved.result(120)
+            self.assertEqual(verdict.flags, ["starves_reference"], verdict.raw)
+            self.assertEqual(verdict.correctness[0].error_type, "starves_reference")
+            last = [r for r in starved.inputs if r.correctness is not None][-1]
+            self.assertEqual(last.correctness.error_type, "starves_reference")
             # A wrong kernel's inputs stream as wrong.
             wrong = c.submit("relu", WRONG, data=trace, settings=QUICK)
             self.assertFalse(wrong.result(120).correct)
