@@ -77,11 +77,12 @@ runner_spec spec_of(const evaluator_config& cfg) {
 }
 
 // Starts a runner if none runs; a runner started after a fault must pass the device check
-// first. Returns an empty string, or why no working runner could be had.
-std::string ensure_runner(evaluator_state& st) {
+// first (`planned`: the last one was stopped for no fault of its own, and the start is no
+// restart). Returns an empty string, or why no working runner could be had.
+std::string ensure_runner(evaluator_state& st, bool planned = false) {
   if (st.runner.alive())
     return "";
-  bool after_fault = st.jobs > 0;
+  bool after_fault = st.jobs > 0 && !planned;
   std::string why;
   for (uint32_t i = 0; i < st.cfg.check_attempts && !new_runners_refused(); ++i) {
     // A start that failed for a passing cause (the machine short of processes or memory a
@@ -297,7 +298,7 @@ bool confirm_reference_failures(evaluator_state& st, const eval_job& job, eval_r
   alone.correctness_inputs = inputs;
   alone.settings = job.settings;
   st.runner.stop(); // with whatever the kernel holds
-  if (auto err = ensure_runner(st); !err.empty()) {
+  if (auto err = ensure_runner(st, true); !err.empty()) {
     spdlog::warn("evaluator {}: job {} ({}): the reference's failures could not be confirmed without the kernel "
                  "(no runner: {}); left out", tag, job.job_id, job.op_name, err);
     return true;
