@@ -69,20 +69,19 @@ uint64_t hash_of(const unsigned char* p, size_t n) {
   return h;
 }
 
-// The functions the timer's readings pass through, by library.
-const char* const runtime_functions[] = {
+// The functions the timer's readings pass through: the CUDA runtime's and driver's event and
+// synchronisation functions, c10's device synchronization and current stream (what events
+// record on), the C library's and libstdc++'s clocks, and getrusage (the CPU timer's check for
+// preempted calls).
+const char* const watched_functions[] = {
   "cudaEventElapsedTime", "cudaEventElapsedTime_v2", "cudaEventRecord", "cudaEventRecordWithFlags",
   "cudaEventSynchronize", "cudaEventQuery", "cudaStreamSynchronize", "cudaDeviceSynchronize",
-  "cudaStreamWaitEvent"};
-const char* const driver_functions[] = {
+  "cudaStreamWaitEvent",
   "cuEventElapsedTime", "cuEventElapsedTime_v2", "cuEventRecord", "cuEventRecordWithFlags",
-  "cuEventSynchronize", "cuEventQuery", "cuStreamSynchronize", "cuCtxSynchronize"};
-const char* const clock_functions[] = {"clock_gettime", "gettimeofday", "time", "getrusage",
-                                       "_ZNSt6chrono3_V212steady_clock3nowEv",
-                                       "_ZNSt6chrono3_V212system_clock3nowEv"};
-// c10's: the synchronized timer's device synchronization, and the stream events record on.
-const char* const torch_functions[] = {"_ZN3c104cuda18device_synchronizeEv",
-                                       "_ZN3c104cuda20getCurrentCUDAStreamEa"};
+  "cuEventSynchronize", "cuEventQuery", "cuStreamSynchronize", "cuCtxSynchronize",
+  "_ZN3c104cuda18device_synchronizeEv", "_ZN3c104cuda20getCurrentCUDAStreamEa",
+  "clock_gettime", "gettimeofday", "time", "getrusage",
+  "_ZNSt6chrono3_V212steady_clock3nowEv", "_ZNSt6chrono3_V212system_clock3nowEv"};
 
 // A GOT entry (a JUMP_SLOT or GLOB_DAT relocation's target) through which an object calls a
 // function: a kernel that writes its own address there redirects the calls without touching
@@ -149,18 +148,10 @@ constexpr uint32_t jump_slot = R_X86_64_JUMP_SLOT, glob_dat = R_X86_64_GLOB_DAT;
 constexpr uint32_t jump_slot = R_AARCH64_JUMP_SLOT, glob_dat = R_AARCH64_GLOB_DAT;
 #endif
 
-template <size_t N>
-const char* name_in(const char* const (&list)[N], const char* name) {
-  for (auto* f : list)
-    if (std::strcmp(f, name) == 0)
-      return f;
-  return nullptr;
-}
-
 // Whether `name` is one of the watched functions'.
 bool watched_name(const char* name) {
-  return name_in(runtime_functions, name) || name_in(driver_functions, name) || name_in(clock_functions, name)
-         || name_in(torch_functions, name);
+  return std::any_of(std::begin(watched_functions), std::end(watched_functions),
+                     [&](const char* f) { return std::strcmp(f, name) == 0; });
 }
 
 // The loaded objects' GOT entries to watch: in bbrunner (linked with -z now: bound at its start,
@@ -247,21 +238,13 @@ int scan_object(dl_phdr_info* info, size_t, void* data) {
 void take(guard_state& s) {
   auto maps = read_maps();
   std::vector<void*> handles = {RTLD_DEFAULT};
-  for (auto* lib : {"libcudart.so.13", "libcudart.so.12", "libcuda.so.1", "libc.so.6", "libstdc++.so.6"})
+  for (auto* lib : {"libcudart.so.13", "libcudart.so.12", "libcuda.so.1", "libc10_cuda.so", "libc.so.6",
+                    "libstdc++.so.6"})
     if (void* h = ::dlopen(lib, RTLD_LAZY | RTLD_NOLOAD))
       handles.push_back(h); // a reference kept for the process's life: nothing is unloaded
-  if (void* h = ::dlopen("libc10_cuda.so", RTLD_LAZY | RTLD_NOLOAD))
-    handles.push_back(h);
-  for (void* h : handles) {
-    for (auto* f : torch_functions)
+  for (void* h : handles)
+    for (auto* f : watched_functions)
       watch_function(s, maps, h, f);
-    for (auto* f : runtime_functions)
-      watch_function(s, maps, h, f);
-    for (auto* f : driver_functions)
-      watch_function(s, maps, h, f);
-    for (auto* f : clock_functions)
-      watch_function(s, maps, h, f);
-  }
   char exe[4096];
   auto n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   std::string self = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string();

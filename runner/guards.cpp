@@ -578,6 +578,11 @@ const std::pair<const char*, int> watched_limits[] = {
   {"address space limit", RLIMIT_AS}, {"data limit", RLIMIT_DATA},    {"stack limit", RLIMIT_STACK},
   {"open files limit", RLIMIT_NOFILE}, {"CPU time limit", RLIMIT_CPU}, {"file size limit", RLIMIT_FSIZE}};
 
+bool watched_limit(const std::string& name) {
+  return std::any_of(std::begin(watched_limits), std::end(watched_limits),
+                     [&](const auto& limit) { return name == limit.first; });
+}
+
 } // namespace
 
 std::map<std::string, std::string> process_state::read() const {
@@ -647,9 +652,8 @@ process_state::changes process_state::compare() const {
   for (auto& [name, before] : values_) {
     if (now[name] == before)
       continue;
-    // A limit raised (a library taking the hard limit of open files) starves nothing.
-    bool limit = name.size() > 6 && name.compare(name.size() - 6, 6, " limit") == 0;
-    if (limit && !now[name].empty() && std::stoull(now[name]) > std::stoull(before))
+    // A resource limit raised (a library taking the hard limit of open files) starves nothing.
+    if (watched_limit(name) && !now[name].empty() && std::stoull(now[name]) > std::stoull(before))
       continue;
     out.global.push_back(name + ": " + before + " -> " + now[name]);
   }

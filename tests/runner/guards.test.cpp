@@ -429,6 +429,12 @@ TEST_CASE("process_state reports and restores threads, grad mode and dispatch ke
     }
   }
   CHECK(state.compare().global.empty());
+  // cuDNN's benchmark limit is no resource limit: raised, it is seen too.
+  auto limit = ctx.benchmarkLimitCuDNN();
+  ctx.setBenchmarkLimitCuDNN(limit + 1);
+  CHECK(contains(state.compare().global, "cudnn benchmark limit: " + std::to_string(limit)));
+  state.restore();
+  CHECK(ctx.benchmarkLimitCuDNN() == limit);
 
   // A callback around every operator call: it could change a comparison's inputs.
   auto handle = at::addGlobalCallback(at::RecordFunctionCallback(
