@@ -21,6 +21,7 @@
 #include "process/files.hpp"
 #include "process/runner_loop.hpp"
 #include "runner/code_guard.hpp"
+#include "runner/guards.hpp"
 #include "runner/python_kernel.hpp"
 #include "runner/timing.hpp"
 #include "runner/runner.hpp"
@@ -299,19 +300,40 @@ void log_fatal_signals() {
     sigaction(sig, &sa, nullptr);
 }
 
+// The runner's device, once configured (for what spoils a runner).
+std::string runner_device;
+// Device memory a runner may hold between jobs: its own workspaces and the L2 flush buffer
+// are far less.
+constexpr int64_t kept_device_memory_limit = int64_t{2} << 30;
+
 bb::runner_handlers handlers() {
   bb::runner_handlers h;
   h.configure = [](const bb::runner_options& opts) {
+    runner_device = opts.device;
     bb::runner::apply_options(opts);
     return bb::runner::describe(opts);
   };
   h.resolve = bb::runner::resolve_schema;
   h.check = bb::runner::check_device;
-  // After each job: a failed graph capture, or code the timer relies on rewritten (by the job's
-  // kernel after its last check, a destructor, a thread): the next job gets a fresh runner.
+  // After each job: a failed graph capture, code the timer relies on rewritten (by the job's
+  // kernel after its last check, a destructor, a thread), a kernel's Python thread still
+  // running (it would run beside the next job's timed calls), or device memory a kernel keeps
+  // alive past its job (the next job's reference and kernel would fail for want of it): the
+  // next job gets a fresh runner.
   h.spoiled = [] {
     bb::runner::check_all_code();
-    return bb::runner::graph_capture_failed() || !bb::runner::code_finding().empty();
+    if (bb::runner::graph_capture_failed() || !bb::runner::code_finding().empty())
+      return true;
+    if (auto threads = bb::runner::python_stray_threads(); !threads.empty()) {
+      std::cerr << "bbrunner: a kernel's thread (" << threads.front() << ") runs past its job: a fresh runner follows"
+                << std::endl;
+      return true;
+    }
+    if (auto held = bb::runner::device_memory_held(runner_device, kept_device_memory_limit); !held.empty()) {
+      std::cerr << "bbrunner: " << held << ": a fresh runner follows" << std::endl;
+      return true;
+    }
+    return false;
   };
   h.evaluate = [](int fd, const bb::runner_request& req, const bb::runner_options& opts) {
     maybe_inject_fault(req.job);

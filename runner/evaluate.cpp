@@ -474,6 +474,16 @@ std::optional<call_error> run_checked_kernel_call(op_context& ctx, const built_c
   return e;
 }
 
+// The reference's answer is overwritten with the canary, outputs and input copies alike (an
+// in-place operator's answer is its input): its shapes and types stay, its values are gone.
+void overwrite_answer(const c10::IValue& out, const prepared_input& in) {
+  own("overwriting the reference's answer", [&] {
+    poison_outputs(out, built_call{});
+    for (auto& arg : tensors_of(in).args)
+      poison_outputs(arg, built_call{});
+  });
+}
+
 // Does the reference agree with itself on `call`? (Some of aten's kernels leave part of an
 // output unwritten on some devices and dtypes.) Empty when it does, else why not.
 std::string reference_disagrees(op_context& ctx, const built_call& call, const c10::IValue& ref) {
@@ -522,12 +532,17 @@ void check_extra_inputs(op_context& ctx, input_state& st, const std::string& lab
     // Indices among zeros and infinities are ties that an honest kernel may break another way.
     if (own("looking at the reference's output", [&] { return has_integer_tensors(ref); }))
       continue;
+    // As in check(): the kernel runs with no answer for these values in the process.
+    overwrite_answer(ref, ref_in);
     tell(ctx, what + ": kernel", code_side::kernel, kind, index);
     if (auto e = run_checked_kernel_call(ctx, v.call, in, res, ref)) {
       e->message = "on its extra input '" + v.name + "' (" + label + "): " + e->message;
       st.run_error = e;
       return;
     }
+    tell(ctx, what + ": reference, for the values to compare", code_side::reference, kind, index);
+    if (run_one_call(ctx, "reference_calls", ctx.reference, v.call, ref_in, ref))
+      continue;
     auto verdict = ctx.phases.time("compare", [&] {
       return own("comparing the results", [&] { return compare(ref, res, ctx.opts.atol, ctx.opts.rtol); });
     });
@@ -545,6 +560,11 @@ void check_extra_inputs(op_context& ctx, input_state& st, const std::string& lab
 
 // Runs the reference and the kernel once each on fresh clones, compares their results and
 // checks the kernel's honesty against what the reference itself did on the same input.
+// With the exploit checks, no answer for these values exists in the process while the kernel's
+// call runs (on a GPU a kernel could find the reference's output among the caching allocator's
+// blocks and copy it): the reference's first call tells that the operator takes the input and
+// what its outputs look like, its answer is then overwritten, and the reference runs again
+// after the kernel for the values compared. Without them, BackendBench's order: reference, kernel.
 void check(op_context& ctx, input_state& st, const std::string& label, input_kind kind, size_t index) {
   if (st.checked)
     return;
@@ -560,9 +580,20 @@ void check(op_context& ctx, input_state& st, const std::string& label, input_kin
     st.run_error = e;
     return;
   }
+  if (checks_on(ctx))
+    overwrite_answer(ref, ref_in);
   tell(ctx, label + ": kernel", code_side::kernel, kind, index);
   prepared_input in;
   auto e = run_checked_kernel_call(ctx, *st.call, in, res, ref);
+  if (!e && checks_on(ctx)) {
+    tell(ctx, label + ": reference, for the values to compare", code_side::reference, kind, index);
+    if (auto again = run_one_call(ctx, "reference_calls", ctx.reference, *st.call, ref_in, ref)) {
+      // It ran before the kernel: the evaluator runs it again where the kernel never ran.
+      if (again->verdict != outcome::cuda_error)
+        again->relabel(outcome::reference_error);
+      e = again;
+    }
+  }
   // Once used, outputs read as NaN: a later call that returns memory it never wrote gets NaN.
   struct poison_on_exit {
     op_context& ctx;
@@ -747,15 +778,14 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   auto hit = cached_for(ctx.job, i);
   if (hit)
     cached.mean_ms = hit->mean_ms;
-  // What the checked calls saw and returned (checked_per_round a round on each side). A
-  // checked call's values depend on its round and rank alone (call_seed), so the reference's
-  // output of one is what the kernel's must match: no call of the reference is needed to check
-  // it, unless the reference made no call of that round (an adaptive calibration stops
-  // early) or its input differs (then the reference runs on the kernel's input). At most
-  // max_checked_calls are kept, the same on both sides (checked_slot: later ones take a kept
-  // one's place as reservoir sampling does). The copies go into slots made before the
-  // timing, so that no copy allocates memory between timed calls: a call whose output had to
-  // come from fresh pages (a CPU) or a fresh cudaMalloc would be slower on that side only.
+  // What the kernel's checked calls saw and returned (checked_per_round a round). At most
+  // max_checked_calls are kept (checked_slot: later ones take a kept one's place as reservoir
+  // sampling does), and the reference runs on each kept input once the timing is done. None
+  // of the reference's timed outputs is kept: the sides' calls of a round get the same
+  // values, and a reference's answer alive while the kernel's call on those values runs could
+  // be found and copied. The copies go into slots made before the timing, so that no copy
+  // allocates memory between timed calls: a call whose output had to come from fresh pages (a
+  // CPU) or a fresh cudaMalloc would be slower.
   struct call_copy {
     int64_t round = -1; // -1: nothing kept here (yet)
     int rank = -1;
@@ -765,9 +795,15 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   };
   constexpr size_t max_checked_calls = 12;
   bool on = checks_on(ctx);
-  std::vector<call_copy> kept[2];  // [0] the reference's, [1] the kernel's
-  call_copy dropped[2];            // where a call not kept is copied, so every checked call costs the same
-  bool scratch = false;            // whether dropped[] has room (not for the largest calls)
+  std::vector<call_copy> kept;  // the kernel's
+  call_copy dropped;            // where a call not kept is copied, so every checked call costs the same
+  bool scratch = false;         // whether dropped has room (not for the largest calls)
+  // The reference's checked calls copy as much as the kernel's, none of it an answer: its input
+  // into a slot, and into its output slot a buffer of the output's size that holds the canary.
+  // The device then has the same work queued on both sides when a checked call's flush and
+  // interval begin (a side whose device idles there pays its call's launch inside the interval).
+  call_copy mirror;
+  c10::IValue mirror_source;
   if (on)
     ctx.phases.time("check_timed", [&] {
       own("making room for the checked calls' copies", [&] {
@@ -775,23 +811,25 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
         prepared_input shape_in = prepare(bufs[0], schema, &ctx.reference);
         c10::IValue shape_out = ctx.reference.call(shape_in);
         synchronize(ctx.opts.device);
+        overwrite_answer(shape_out, shape_in);
         // No more slots than a measurement of opts.rounds fills, and no more memory than a
-        // budget (both sides' slots and scratch): a call of 1.5 GiB keeps one slot a side and
-        // copies only the calls it keeps.
+        // budget (slots and scratch): a call of 3 GiB keeps one slot and copies only the calls
+        // it keeps.
         int64_t per_copy = bytes_of(tensors_of(shape_in)) + bytes_of(built_call{{shape_out}, {}});
         int64_t budget = ctx.device.is_cuda() ? int64_t{8} << 30 : int64_t{1} << 30;
-        auto fit = static_cast<size_t>(budget / std::max<int64_t>(1, 2 * per_copy)); // copies a side
+        auto fit = static_cast<size_t>(budget / std::max<int64_t>(1, 2 * per_copy));
         auto slots = std::min<size_t>({max_checked_calls,
                                        checked_per_round * static_cast<size_t>(std::max<int64_t>(1, ctx.opts.rounds)),
                                        std::max<size_t>(1, fit > 1 ? fit - 1 : 1)});
         scratch = fit >= 2;
         auto make = [&] { return call_copy{-1, -1, 0, empty_call_like(bufs[0]), empty_value_like(shape_out)}; };
-        for (int side = 0; side < 2; ++side) {
-          for (size_t n = 0; n < slots; ++n)
-            kept[side].push_back(make());
-          if (scratch)
-            dropped[side] = make();
-        }
+        for (size_t n = 0; n < slots; ++n)
+          kept.push_back(make());
+        if (scratch)
+          dropped = make();
+        mirror = make();
+        mirror_source = empty_value_like(shape_out);
+        poison_outputs(mirror_source, built_call{});
       });
     });
   int64_t kernel_calls_made = 0;
@@ -816,12 +854,12 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   uint64_t seed = input_seed(ctx.job.op_name, text);
   uint64_t measurement = 0; // 1 for an outlier's measurement again: fresh values there too
   double unverified = 0.0;
-  // The slot a side's checked call is copied into; null: none (not kept, and no scratch).
-  auto slot_of = [&](int side, const call_point& p) -> call_copy* {
-    auto j = checked_slot(static_cast<uint64_t>(p.round * checked_per_round + p.rank), kept[side].size(), measurement);
+  // The slot the kernel's checked call is copied into; null: none (not kept, and no scratch).
+  auto slot_of = [&](const call_point& p) -> call_copy* {
+    auto j = checked_slot(static_cast<uint64_t>(p.round * checked_per_round + p.rank), kept.size(), measurement);
     if (j < 0)
-      return scratch ? &dropped[side] : nullptr;
-    return &kept[side][static_cast<size_t>(j)];
+      return scratch ? &dropped : nullptr;
+    return &kept[static_cast<size_t>(j)];
   };
   auto make_side = [&](bool kernel_side) {
     const kernel* k = kernel_side ? &ctx.impl : &ctx.reference;
@@ -834,16 +872,20 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
       return side;
     }
     // The hooks are bbrunner's own code: what they throw is never the kernel's.
-    side.before = [&, kernel_side, side_index](const call_point& p) {
+    side.before = [&, kernel_side](const call_point& p) {
       hook_clock hook{hook_seconds};
       own("refreshing the timed inputs", [&] {
         auto which = (p.round + (kernel_side ? 1 : 0)) % 2;
         auto& buf = bufs[which];
         refreshers[which].refresh(call_seed(seed, measurement, p.round, p.index, p.timed, p.checked ? p.rank : -1));
         if (p.timed && p.checked) {
-          if (auto* slot = slot_of(side_index, p)) {
-            slot->round = -1; // until its output is copied too
-            copy_call_into(slot->input, buf);
+          if (auto* slot = slot_of(p)) {
+            if (kernel_side) {
+              slot->round = -1; // until its output is copied too
+              copy_call_into(slot->input, buf);
+            } else {
+              copy_call_into(mirror.input, buf);
+            }
           }
         }
       });
@@ -859,14 +901,16 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
         kept = *out;
     };
     side.graph_refusal = graph_refusal;
-    side.after = [&, kernel_side, side_index, out](const call_point& p) {
+    side.after = [&, kernel_side, out](const call_point& p) {
       hook_clock hook{hook_seconds};
       own("keeping and poisoning a timed output", [&] {
         if (kernel_side)
           ++kernel_calls_made;
-        if (p.timed && p.checked) {
+        if (!kernel_side && p.timed && p.checked && slot_of(p))
+          copy_value_into(mirror.output, mirror_source);
+        if (kernel_side && p.timed && p.checked) {
           // Copied as soon as the call returned: work that finishes later does not count.
-          if (auto* slot = slot_of(side_index, p)) {
+          if (auto* slot = slot_of(p)) {
             copy_value_into(slot->output, *out);
             slot->round = p.round;
             slot->rank = p.rank;
@@ -894,9 +938,8 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
   };
   double wall = 0.0; // the timer's own seconds, without the checks of what it timed
   auto measure = [&](bool synchronized) {
-    for (auto& side : kept)
-      for (auto& c : side)
-        c.round = -1;
+    for (auto& c : kept)
+      c.round = -1;
     measurement = synchronized && unverified > 0 ? 1 : 0;
     if (on && python_kernel_of(ctx))
       python_mark_threads();
@@ -913,51 +956,28 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
                                     ctx.opts.timer == "adaptive" && unverified <= 0);
     return time_pair(ref_side, ker_side, ctx.opts, hit ? &cached : nullptr, on_side);
   };
-  // The kept outputs against the reference's on the same values: "" when all agree.
+  // The kept outputs against the reference's on the same values, run now that the kernel's
+  // calls are done: "" when all agree.
   auto verify_timed_outputs = [&]() -> std::string {
     if (python_kernel_of(ctx) && !python_new_threads().empty())
       raise_flag(ctx, "leaves_thread_running");
     ctx.phases.time("check_timed", [&] { check_tampering(ctx); });
     tell(ctx, label + ": checking the timed calls' outputs", code_side::reference, input_kind::performance, i);
-    for (size_t n = 0; n < kept[1].size(); ++n) {
-      auto& c = kept[1][n];
+    for (auto& c : kept) {
       if (c.round < 0)
         continue;
-      const auto& twin = kept[0][n];
-      c10::IValue run_again;
-      const c10::IValue* expected = &twin.output;
-      bool twin_serves = twin.round == c.round && twin.rank == c.rank && ctx.phases.time("check_timed", [&] {
-        return own("comparing a timed call's inputs", [&] { return same_call(twin.input, c.input); });
-      });
-      if (!twin_serves) {
-        // The reference made no such call (a calibration's fewer rounds), or its input differs (an
-        // in-place operator, integers reordered from another order): it runs on this one now.
-        prepared_input rin;
-        if (run_one_call(ctx, "check_timed", ctx.reference, c.input, rin, run_again))
-          continue; // the reference failed: says nothing of the kernel
-        expected = &run_again;
-      }
+      prepared_input rin;
+      c10::IValue expected;
+      if (run_one_call(ctx, "check_timed", ctx.reference, c.input, rin, expected))
+        continue; // the reference failed: says nothing of the kernel
       auto cmp = ctx.phases.time("check_timed", [&] {
         return own("comparing a timed call's output", [&] {
-          return compare(*expected, c.output, ctx.opts.atol, ctx.opts.rtol);
+          return compare(expected, c.output, ctx.opts.atol, ctx.opts.rtol);
         });
       });
-      if (!cmp.ok && twin_serves) {
-        // The twin is a fast path for agreement only: a difference is judged against the
-        // reference run now on the kernel's own input copy.
-        prepared_input rin;
-        if (run_one_call(ctx, "check_timed", ctx.reference, c.input, rin, run_again))
-          continue;
-        expected = &run_again;
-        cmp = ctx.phases.time("check_timed", [&] {
-          return own("comparing a timed call's output", [&] {
-            return compare(*expected, c.output, ctx.opts.atol, ctx.opts.rtol);
-          });
-        });
-      }
       // With the aten backend the kernel is the reference: a difference is aten's own (some
       // of its CPU half-precision kernels read memory they never wrote), never a cheat.
-      if (cmp.ok || ctx.job.kernel.kind == kernel_kind::aten || !reference_disagrees(ctx, c.input, *expected).empty())
+      if (cmp.ok || ctx.job.kernel.kind == kernel_kind::aten || !reference_disagrees(ctx, c.input, expected).empty())
         continue;
       return "timed call " + std::to_string(c.call_number) + " (in round " + std::to_string(c.round + 1)
              + ") returned a wrong result: " + cmp.message;
@@ -981,11 +1001,11 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
       wrong = verify_timed_outputs();
     }
   });
-  for (int side = 0; side < 2; ++side) {
-    kept[side].clear();
-    dropped[side] = call_copy{};
-    graph_outputs[side][0] = graph_outputs[side][1] = c10::IValue();
-  }
+  kept.clear();
+  dropped = mirror = call_copy{};
+  mirror_source = c10::IValue();
+  for (auto& parity : graph_outputs)
+    parity[0] = parity[1] = c10::IValue();
   // The timer's wall time less its hooks' host time (check_timed), split between the sides by
   // the time their calls took.
   if (on) {
@@ -1146,6 +1166,8 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
                               [](const std::string& t) { return is_opinfo_sample(t); });
     if (job.kernel.kind == kernel_kind::py || opinfo) // once a runner: its first Python job's loading
       phases.time("load_kernel", [] { (void)ensure_python(); });
+    if (job.kernel.kind == kernel_kind::py)
+      python_mark_threads(); // a thread started on import is found after the load
     dispatcher.emplace(relied_on_baseline().with(op));
     state.emplace(opts.device);
     code_baseline();
@@ -1181,6 +1203,15 @@ void run_job(eval_result& r, const eval_job& job, const runner_options& opts,
   ctx.dispatcher = dispatcher ? &*dispatcher : nullptr;
   ctx.state = state ? &*state : nullptr;
   check_tampering(ctx, true); // what loading the kernel changed (a detour set up on import too)
+  // A thread started on import runs beside every timed call, the reference's included (work
+  // on the GPU that contends with them, cores kept busy): the same finding as a thread left
+  // running by a call.
+  if (opts.exploit_checks && python_kernel_of(ctx))
+    if (auto threads = python_new_threads(); !threads.empty())
+      set_tampered(ctx, "leaves_thread_running",
+                   "a thread the kernel started on import (" + threads.front()
+                     + ") was still running after it loaded: work beside the timed calls is not measured, "
+                       "and slows whatever runs beside it");
   auto n = job.correctness_inputs.size();
   auto m = job.performance_inputs.size();
   // An input's tensors live until its last use, so a job of many inputs holds one at a time.

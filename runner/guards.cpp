@@ -25,6 +25,7 @@
 #ifdef BB_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #endif
@@ -749,6 +750,23 @@ void poison_free_device_memory(const std::string& device, size_t prefix_bytes) {
 #else
   (void)device;
   (void)prefix_bytes;
+#endif
+}
+
+std::string device_memory_held(const std::string& device, int64_t limit) {
+#ifdef BB_WITH_CUDA
+  if (device != "cuda" || c10::cuda::device_count() == 0)
+    return "";
+  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+  auto held = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
+  if (held <= limit)
+    return "";
+  return std::to_string(held >> 20) + " MiB of device memory still allocated after the job (more than "
+         + std::to_string(limit >> 20) + " MiB)";
+#else
+  (void)device;
+  (void)limit;
+  return "";
 #endif
 }
 

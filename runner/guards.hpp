@@ -170,6 +170,12 @@ private:
 /// start, so what a call's allocations take of a block lies at its start. Nothing on a CPU.
 void poison_free_device_memory(const std::string& device, size_t prefix_bytes = 0);
 
+/// Device memory in use (allocated through the caching allocator, not merely cached) beyond
+/// `limit` bytes on CUDA, as a text for the log; "" when within it, and on a CPU. Between jobs
+/// the runner itself holds little (workspaces, the L2 flush buffer): more is what a kernel
+/// keeps alive past its job, which would starve the next job's reference and kernel.
+std::string device_memory_held(const std::string& device, int64_t limit);
+
 /// How much of each free block the outputs like `like`, and the temporaries made before them,
 /// can take: four times their bytes, at least 8 MiB.
 size_t poison_prefix_for(const c10::IValue& like);

@@ -109,16 +109,24 @@ def owned_by_library(t):
         and getattr(function, '__name__', '').startswith('_') \
         and in_library(getattr(function, '__module__', None) or '')
 
-def new_threads():
+def new_threads(since=None):
+    before, idents = (threads_before, idents_before) if since is None else since
     out = [t.name for t in threading.enumerate()
-           if t not in threads_before and t.is_alive() and not owned_by_library(t)]
+           if t not in before and t.is_alive() and not owned_by_library(t)]
     # A thread that threading does not know (_thread.start_new_thread): only its frames tell
     # whose work it does.
     known = {t.ident for t in threading.enumerate()}
     for ident, frame in sys._current_frames().items():
-        if ident not in idents_before and ident not in known and frames_outside_libraries(frame):
+        if ident not in idents and ident not in known and frames_outside_libraries(frame):
             out.append('a _thread thread running ' + frame.f_code.co_name)
     return out
+
+# The threads of the runner's own Python, before any kernel: one still running beyond them
+# after a job is some kernel's, and the runner is not reused.
+threads_at_start = (set(threading.enumerate()), set(sys._current_frames()))
+
+def stray_threads():
+    return new_threads(threads_at_start)
 
 # Where the JIT libraries a kernel uses compile to (bbrunner's JIT folder, per kernel).
 def use_jit_folder(folder):
@@ -210,7 +218,7 @@ original_comparisons = comparisons()
 // survive it), and a static py::object would be released without the GIL at exit.
 struct helpers {
   py::object load, unload, tampered, describe, timers, original_timers, comparisons,
-    original_comparisons, mark_threads, new_threads, use_jit_folder, seed_tuning;
+    original_comparisons, mark_threads, new_threads, stray_threads, use_jit_folder, seed_tuning;
 };
 std::atomic<helpers*> python{nullptr};
 
@@ -269,7 +277,8 @@ std::string start_python() {
       python = new helpers{ns["load"],        ns["unload"],       ns["tampered"],
                            ns["describe"],    ns["timers"],       ns["original_timers"],
                            ns["comparisons"], ns["original_comparisons"], ns["mark_threads"],
-                           ns["new_threads"], ns["use_jit_folder"], ns["seed_tuning"]};
+                           ns["new_threads"], ns["stray_threads"], ns["use_jit_folder"],
+                           ns["seed_tuning"]};
     } catch (const py::error_already_set& e) {
       auto err = to_error(e);
       why = "cannot import torch: " + err.type + ": " + err.what();
@@ -510,6 +519,18 @@ std::vector<std::string> python_new_threads() {
   py::gil_scoped_acquire gil;
   try {
     return h->new_threads().cast<std::vector<std::string>>();
+  } catch (const py::error_already_set&) {
+    return {"(threading could not be read)"};
+  }
+}
+
+std::vector<std::string> python_stray_threads() {
+  auto* h = python.load();
+  if (!h)
+    return {};
+  py::gil_scoped_acquire gil;
+  try {
+    return h->stray_threads().cast<std::vector<std::string>>();
   } catch (const py::error_already_set&) {
     return {"(threading could not be read)"};
   }

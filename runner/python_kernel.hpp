@@ -96,4 +96,8 @@ void python_mark_threads();
 /// The names of Python threads alive now that were not at the last python_mark_threads().
 std::vector<std::string> python_new_threads();
 
+/// The names of Python threads alive now that the runner's Python did not start with and no
+/// library owns (a kernel's, left running past its job); empty when Python has not started.
+std::vector<std::string> python_stray_threads();
+
 } // namespace bb::runner
