@@ -306,6 +306,23 @@ std::string runner_device;
 // are far less.
 constexpr int64_t kept_device_memory_limit = int64_t{2} << 30;
 
+// What makes this runner unfit for another job (each said on stderr).
+bool spoiled() {
+  bb::runner::check_all_code();
+  if (bb::runner::graph_capture_failed() || !bb::runner::code_finding().empty())
+    return true;
+  if (auto threads = bb::runner::python_stray_threads(); !threads.empty()) {
+    std::cerr << "bbrunner: a kernel's thread (" << threads.front() << ") runs past its job: a fresh runner follows"
+              << std::endl;
+    return true;
+  }
+  if (auto held = bb::runner::device_memory_held(runner_device, kept_device_memory_limit); !held.empty()) {
+    std::cerr << "bbrunner: " << held << ": a fresh runner follows" << std::endl;
+    return true;
+  }
+  return false;
+}
+
 bb::runner_handlers handlers() {
   bb::runner_handlers h;
   h.configure = [](const bb::runner_options& opts) {
@@ -321,19 +338,13 @@ bb::runner_handlers handlers() {
   // alive past its job (the next job's reference and kernel would fail for want of it): the
   // next job gets a fresh runner.
   h.spoiled = [] {
-    bb::runner::check_all_code();
-    if (bb::runner::graph_capture_failed() || !bb::runner::code_finding().empty())
-      return true;
-    if (auto threads = bb::runner::python_stray_threads(); !threads.empty()) {
-      std::cerr << "bbrunner: a kernel's thread (" << threads.front() << ") runs past its job: a fresh runner follows"
-                << std::endl;
-      return true;
-    }
-    if (auto held = bb::runner::device_memory_held(runner_device, kept_device_memory_limit); !held.empty()) {
-      std::cerr << "bbrunner: " << held << ": a fresh runner follows" << std::endl;
+    try {
+      return spoiled();
+    } catch (const std::exception& e) {
+      // Whatever cannot be told about the process is no state to run another job in.
+      std::cerr << "bbrunner: the checks after a job failed (" << e.what() << "): a fresh runner follows" << std::endl;
       return true;
     }
-    return false;
   };
   h.evaluate = [](int fd, const bb::runner_request& req, const bb::runner_options& opts) {
     maybe_inject_fault(req.job);

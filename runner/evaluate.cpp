@@ -479,7 +479,10 @@ std::optional<call_error> run_checked_kernel_call(op_context& ctx, const built_c
 void overwrite_answer(const c10::IValue& out, const prepared_input& in) {
   own("overwriting the reference's answer", [&] {
     poison_outputs(out, built_call{});
-    for (auto& arg : tensors_of(in).args)
+    auto inputs = tensors_of(in);
+    for (auto& arg : inputs.args)
+      poison_outputs(arg, built_call{});
+    for (auto& [name, arg] : inputs.kwargs)
       poison_outputs(arg, built_call{});
   });
 }
@@ -532,17 +535,23 @@ void check_extra_inputs(op_context& ctx, input_state& st, const std::string& lab
     // Indices among zeros and infinities are ties that an honest kernel may break another way.
     if (own("looking at the reference's output", [&] { return has_integer_tensors(ref); }))
       continue;
-    // As in check(): the kernel runs with no answer for these values in the process.
-    overwrite_answer(ref, ref_in);
+    // As in check(): with the checks on, the kernel runs with no answer for these values in
+    // the process.
+    if (checks_on(ctx))
+      overwrite_answer(ref, ref_in);
     tell(ctx, what + ": kernel", code_side::kernel, kind, index);
     if (auto e = run_checked_kernel_call(ctx, v.call, in, res, ref)) {
       e->message = "on its extra input '" + v.name + "' (" + label + "): " + e->message;
       st.run_error = e;
       return;
     }
-    tell(ctx, what + ": reference, for the values to compare", code_side::reference, kind, index);
-    if (run_one_call(ctx, "reference_calls", ctx.reference, v.call, ref_in, ref))
-      continue;
+    if (checks_on(ctx)) {
+      ref = c10::IValue();
+      ref_in = prepared_input{};
+      tell(ctx, what + ": reference, for the values to compare", code_side::neither, kind, index);
+      if (run_one_call(ctx, "reference_calls", ctx.reference, v.call, ref_in, ref))
+        continue;
+    }
     auto verdict = ctx.phases.time("compare", [&] {
       return own("comparing the results", [&] { return compare(ref, res, ctx.opts.atol, ctx.opts.rtol); });
     });
@@ -558,9 +567,9 @@ void check_extra_inputs(op_context& ctx, input_state& st, const std::string& lab
   }
 }
 
-// Runs the reference and the kernel once each on fresh clones, compares their results and
-// checks the kernel's honesty against what the reference itself did on the same input.
-// With the exploit checks, no answer for these values exists in the process while the kernel's
+// Runs the reference and the kernel on fresh clones, compares their results and checks the
+// kernel's honesty against what the reference itself did on the same input. With the exploit
+// checks, no answer for these values exists in the process while the kernel's
 // call runs (on a GPU a kernel could find the reference's output among the caching allocator's
 // blocks and copy it): the reference's first call tells that the operator takes the input and
 // what its outputs look like, its answer is then overwritten, and the reference runs again
@@ -586,9 +595,14 @@ void check(op_context& ctx, input_state& st, const std::string& label, input_kin
   prepared_input in;
   auto e = run_checked_kernel_call(ctx, *st.call, in, res, ref);
   if (!e && checks_on(ctx)) {
-    tell(ctx, label + ": reference, for the values to compare", code_side::reference, kind, index);
+    // Told as neither side's: the reference ran on this input before the kernel, so a crash
+    // or a hang now is no reason to leave the input out. The first answer goes first, so
+    // that no more memory is held than for one reference call.
+    ref = c10::IValue();
+    ref_in = prepared_input{};
+    tell(ctx, label + ": reference, for the values to compare", code_side::neither, kind, index);
     if (auto again = run_one_call(ctx, "reference_calls", ctx.reference, *st.call, ref_in, ref)) {
-      // It ran before the kernel: the evaluator runs it again where the kernel never ran.
+      // It raised: the evaluator runs it again where the kernel never ran.
       if (again->verdict != outcome::cuda_error)
         again->relabel(outcome::reference_error);
       e = again;
@@ -813,15 +827,16 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
         synchronize(ctx.opts.device);
         overwrite_answer(shape_out, shape_in);
         // No more slots than a measurement of opts.rounds fills, and no more memory than a
-        // budget (slots and scratch): a call of 3 GiB keeps one slot and copies only the calls
-        // it keeps.
+        // budget for the slots, the scratch, the mirror and its source (about one copy each),
+        // but always one slot and the mirror: a call of 3 GiB keeps one slot and copies only
+        // the calls it keeps.
         int64_t per_copy = bytes_of(tensors_of(shape_in)) + bytes_of(built_call{{shape_out}, {}});
         int64_t budget = ctx.device.is_cuda() ? int64_t{8} << 30 : int64_t{1} << 30;
-        auto fit = static_cast<size_t>(budget / std::max<int64_t>(1, 2 * per_copy));
+        auto fit = static_cast<size_t>(budget / std::max<int64_t>(1, per_copy));
         auto slots = std::min<size_t>({max_checked_calls,
                                        checked_per_round * static_cast<size_t>(std::max<int64_t>(1, ctx.opts.rounds)),
-                                       std::max<size_t>(1, fit > 1 ? fit - 1 : 1)});
-        scratch = fit >= 2;
+                                       std::max<size_t>(1, fit > 3 ? fit - 3 : 1)});
+        scratch = fit >= 4;
         auto make = [&] { return call_copy{-1, -1, 0, empty_call_like(bufs[0]), empty_value_like(shape_out)}; };
         for (size_t n = 0; n < slots; ++n)
           kept.push_back(make());
@@ -918,6 +933,7 @@ performance_record time_input(op_context& ctx, const std::string& text, size_t i
           }
         }
         poison_outputs(*out, both);
+        poison_answers_among(*out, both);
         *out = c10::IValue();
       });
     };

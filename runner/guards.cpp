@@ -343,6 +343,21 @@ void poison_outputs(const c10::IValue& value, const built_call& keep) {
   });
 }
 
+void poison_answers_among(const c10::IValue& value, const built_call& among) {
+  std::vector<const void*> buffers;
+  each_tensor(among, [&](const at::Tensor& t) {
+    if (t.has_storage())
+      buffers.push_back(t.storage().data());
+  });
+  each_tensor(value, [&](const at::Tensor& t) {
+    if (t.layout() != at::kStrided || !t.has_storage() || t.is_meta() || t.numel() == 0
+        || !(at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type())))
+      return;
+    if (std::find(buffers.begin(), buffers.end(), t.storage().data()) != buffers.end())
+      t.fill_(std::numeric_limits<double>::quiet_NaN());
+  });
+}
+
 bool has_integer_tensors(const c10::IValue& value) {
   bool any = false;
   each_tensor(value, [&](const at::Tensor& t) {
@@ -755,7 +770,10 @@ void poison_free_device_memory(const std::string& device, size_t prefix_bytes) {
 
 std::string device_memory_held(const std::string& device, int64_t limit) {
 #ifdef BB_WITH_CUDA
-  if (device != "cuda" || c10::cuda::device_count() == 0)
+  // A runner whose jobs never allocated on the device has no allocator set up to ask (and
+  // holds nothing there).
+  if (device != "cuda" || c10::cuda::device_count() == 0 || !c10::cuda::CUDACachingAllocator::get()
+      || !c10::cuda::CUDACachingAllocator::get()->initialized())
     return "";
   auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
   auto held = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;

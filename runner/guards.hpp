@@ -68,7 +68,7 @@ private:
 /// warm-up calls (`timed` false) apart from timed ones. A checked call (`checked_rank` 0 or 1,
 /// its number among its round's checked calls; -1 for others) takes a seed of its round and
 /// rank alone, so that both sides' checked calls see the same values wherever they fall in the
-/// round, and the reference's output of one is what the kernel's must match. A secret of the
+/// round (the same work on both sides). A secret of the
 /// process, drawn from the operating system's entropy, is mixed in: no kernel can compute the
 /// values of a timed call ahead of it.
 uint64_t call_seed(uint64_t input_seed, uint64_t measurement, int64_t round, int64_t index,
@@ -77,14 +77,19 @@ uint64_t call_seed(uint64_t input_seed, uint64_t measurement, int64_t round, int
 /// Where the copies of the checked call with number `n` in its measurement (its round times
 /// checked_per_round plus its rank)
 /// are kept among `slots`: slot n while n < slots, then a slot drawn as reservoir sampling
-/// draws it, or none (-1). Drawn from the process's secret, so that both sides keep the same
-/// calls and no kernel can tell which.
+/// draws it, or none (-1). Drawn from the process's secret, so that no kernel can tell which
+/// (the reference's checked calls copy as much, into slots that hold no answer).
 int64_t checked_slot(uint64_t n, size_t slots, uint64_t measurement);
 
 /// Fills the storages of `value`'s tensors with the canary (every bit set: NaN for floating
 /// point, -1 for integers, true for bool) unless they share memory with a tensor of `keep`:
 /// an output once used, so that memory a later call returns without writing it reads as NaN.
 void poison_outputs(const c10::IValue& value, const built_call& keep);
+
+/// The floating-point and complex outputs in `value` that are tensors of `among` (an in-place
+/// operator's answer is its input buffer) filled with NaN, their elements only: what is kept
+/// there would otherwise hold the answer until the buffer's next refresh.
+void poison_answers_among(const c10::IValue& value, const built_call& among);
 
 /// The extra inputs of a correctness input (checks.extra_inputs): its floating-point tensors
 /// made signed ("signed values": uniform in [-3, 3)), and signed with zeros, +inf, -inf and
