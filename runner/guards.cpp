@@ -14,7 +14,9 @@
 #include <sstream>
 
 #include <ATen/Context.h>
+#include <sched.h>
 #include <sys/resource.h>
+#include <dirent.h>
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
@@ -601,6 +603,37 @@ bool watched_limit(const std::string& name) {
 
 } // namespace
 
+std::map<long, std::vector<int>> thread_affinities() {
+  std::map<long, std::vector<int>> out;
+  DIR* dir = ::opendir("/proc/self/task");
+  if (!dir)
+    return out;
+  while (auto* entry = ::readdir(dir)) {
+    char* end = nullptr;
+    long tid = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0')
+      continue;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(static_cast<pid_t>(tid), sizeof(set), &set) != 0)
+      continue;
+    auto& cpus = out[tid];
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &set))
+        cpus.push_back(cpu);
+  }
+  ::closedir(dir);
+  return out;
+}
+
+namespace {
+
+std::string cpus_text(const std::vector<int>& cpus) {
+  return std::to_string(cpus.size()) + (cpus.size() == 1 ? " CPU" : " CPUs");
+}
+
+} // namespace
+
 std::map<std::string, std::string> process_state::read() const {
   auto& ctx = at::globalContext();
   auto b = [](bool x) { return std::string(x ? "true" : "false"); };
@@ -660,6 +693,13 @@ process_state::process_state(std::string device)
   values_ = read();
   threads_ = at::get_num_threads();
   grad_ = c10::GradMode::is_enabled();
+  affinity_ = thread_affinities();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0)
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &set))
+        cpus_.push_back(cpu);
 }
 
 process_state::changes process_state::compare() const {
@@ -672,6 +712,18 @@ process_state::changes process_state::compare() const {
     if (watched_limit(name) && !now[name].empty() && std::stoull(now[name]) > std::stoull(before))
       continue;
     out.global.push_back(name + ": " + before + " -> " + now[name]);
+  }
+  // A thread the kernel pinned to fewer CPUs (the reference's intra-op workers on one core)
+  // slows the reference alone, as fewer intra-op threads would. A thread started since is held
+  // to what the runner's own thread could run on then; one that ended is no change.
+  for (auto& [tid, cpus] : thread_affinities()) {
+    auto was = affinity_.find(tid);
+    const auto& expected = was != affinity_.end() ? was->second : cpus_;
+    if (cpus != expected && !cpus_.empty()) {
+      out.global.push_back("the CPUs thread " + std::to_string(tid) + " may run on: " + cpus_text(expected) + " -> "
+                           + cpus_text(cpus));
+      break;
+    }
   }
   if (auto n = c10::impl::TorchDispatchModeTLS::stack_len(); n > 0)
     out.dispatch.push_back(std::to_string(n) + " dispatch mode(s) left on");
@@ -726,6 +778,17 @@ void process_state::restore() const {
        [&](const std::string& v) { ctx.setBlasPreferredBackend(static_cast<at::BlasBackend>(std::stoi(v))); });
   back("deterministic fill of uninitialized memory",
        [&](const std::string& v) { ctx.setDeterministicFillUninitializedMemory(v == "true"); });
+  for (auto& [tid, cpus] : thread_affinities()) {
+    auto was = affinity_.find(tid);
+    const auto& expected = was != affinity_.end() ? was->second : cpus_;
+    if (cpus == expected || expected.empty())
+      continue;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int cpu : expected)
+      CPU_SET(cpu, &set);
+    (void)::sched_setaffinity(static_cast<pid_t>(tid), sizeof(set), &set);
+  }
   // A limit a kernel lowered cannot be raised past the hard limit it may have lowered too:
   // set back what can be; the runner is replaced after the job anyway.
   for (auto [name, which] : watched_limits) {

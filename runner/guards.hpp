@@ -141,8 +141,9 @@ private:
 };
 
 /// Process-wide state a kernel could change to slow the reference or to bend the evaluation:
-/// intra-op threads, grad mode, TF32 and reduced-precision flags, deterministic algorithms,
-/// the current CUDA stream, the dispatch mode stack and the thread's dispatch keys.
+/// intra-op threads, the CPUs each thread may run on, grad mode, TF32 and reduced-precision
+/// flags, deterministic algorithms, the current CUDA stream, the dispatch mode stack and the
+/// thread's dispatch keys.
 class process_state {
 public:
   /// `device`: "cpu" or "cuda", the runner's device.
@@ -167,7 +168,15 @@ private:
   int64_t threads_ = 0;
   bool grad_ = false;
   std::string device_;
+  /// The CPUs each thread of the process may run on, by thread id, at construction; a thread
+  /// started later is held to `cpus_` (what the constructing thread may run on).
+  std::map<long, std::vector<int>> affinity_;
+  std::vector<int> cpus_;
 };
+
+/// The CPUs each thread of this process may run on, by thread id (/proc/self/task); a thread
+/// whose mask cannot be read (it ended meanwhile) is left out.
+std::map<long, std::vector<int>> thread_affinities();
 
 /// On CUDA: fills the free blocks of the caching allocator with the canary, so that memory a
 /// kernel allocates and returns without writing reads as NaN even on its first call. Of each

@@ -17,10 +17,12 @@
 #include <algorithm>
 #include <dlfcn.h>
 #include <fstream>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <set>
@@ -353,6 +355,54 @@ TEST_CASE("dispatcher_fingerprint names an operator whose CPU kernel was replace
     lib.impl("eq.Tensor", [](const at::Tensor& a, const at::Tensor&) { return a.clone(); });
     CHECK(relied.changed() == std::vector<std::string>{"aten::eq.Tensor"});
   }
+}
+
+TEST_CASE("process_state finds a thread pinned to fewer CPUs, and a new thread, and restores them", "[runner]") {
+  cpu_set_t every;
+  CPU_ZERO(&every);
+  REQUIRE(::sched_getaffinity(0, sizeof(every), &every) == 0);
+  if (CPU_COUNT(&every) < 2) {
+    BB_SKIP("this process may run on one CPU only: nothing to take away");
+  }
+  process_state state("cpu");
+  CHECK(state.compare().global.empty());
+  auto first = [&] {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &every))
+        return cpu;
+    return -1;
+  }();
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+
+  // This thread, as a kernel's call would pin the caller.
+  REQUIRE(::sched_setaffinity(0, sizeof(one), &one) == 0);
+  auto c = state.compare();
+  CHECK(contains(c.global, "the CPUs thread " + std::to_string(::gettid()) + " may run on: "
+                             + std::to_string(CPU_COUNT(&every)) + " CPUs -> 1 CPU"));
+  state.restore();
+  cpu_set_t now;
+  CPU_ZERO(&now);
+  REQUIRE(::sched_getaffinity(0, sizeof(now), &now) == 0);
+  CHECK(CPU_EQUAL(&now, &every));
+  CHECK(state.compare().global.empty());
+
+  // A thread started since, pinned: held to what this thread could run on.
+  std::atomic<bool> pinned{false}, done{false};
+  std::thread worker([&] {
+    (void)::sched_setaffinity(0, sizeof(one), &one);
+    pinned = true;
+    while (!done)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  while (!pinned)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(contains(state.compare().global, "the CPUs thread "));
+  state.restore();
+  CHECK(state.compare().global.empty());
+  done = true;
+  worker.join();
 }
 
 TEST_CASE("process_state reports and restores threads, grad mode and dispatch keys", "[runner]") {
