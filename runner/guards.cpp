@@ -603,8 +603,8 @@ bool watched_limit(const std::string& name) {
 
 } // namespace
 
-std::map<long, std::vector<int>> thread_affinities() {
-  std::map<long, std::vector<int>> out;
+std::map<long, std::string> thread_affinities() {
+  std::map<long, std::string> out;
   DIR* dir = ::opendir("/proc/self/task");
   if (!dir)
     return out;
@@ -615,12 +615,8 @@ std::map<long, std::vector<int>> thread_affinities() {
       continue;
     cpu_set_t set;
     CPU_ZERO(&set);
-    if (::sched_getaffinity(static_cast<pid_t>(tid), sizeof(set), &set) != 0)
-      continue;
-    auto& cpus = out[tid];
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-      if (CPU_ISSET(cpu, &set))
-        cpus.push_back(cpu);
+    if (::sched_getaffinity(static_cast<pid_t>(tid), sizeof(set), &set) == 0)
+      out[tid] = std::string(reinterpret_cast<const char*>(&set), sizeof(set));
   }
   ::closedir(dir);
   return out;
@@ -628,8 +624,28 @@ std::map<long, std::vector<int>> thread_affinities() {
 
 namespace {
 
-std::string cpus_text(const std::vector<int>& cpus) {
-  return std::to_string(cpus.size()) + (cpus.size() == 1 ? " CPU" : " CPUs");
+// "2 CPUs (0 1)": a mask as thread_affinities() keeps it, for a finding.
+std::string cpus_text(const std::string& mask) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::memcpy(&set, mask.data(), std::min(mask.size(), sizeof(set)));
+  std::string list;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set))
+      list += (list.empty() ? "" : " ") + std::to_string(cpu);
+  auto n = CPU_COUNT(&set);
+  return std::to_string(n) + (n == 1 ? " CPU (" : " CPUs (") + list + ")";
+}
+
+// Whether OpenMP was told to bind its workers to places: then each worker it starts is pinned
+// by OpenMP itself, and a thread started since the baseline is not held to the baseline's CPUs.
+bool openmp_binds() {
+  for (const char* name : {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY"}) {
+    const char* v = std::getenv(name);
+    if (v && *v && std::string(v) != "false" && std::string(v) != "disabled")
+      return true;
+  }
+  return false;
 }
 
 } // namespace
@@ -697,9 +713,8 @@ process_state::process_state(std::string device)
   cpu_set_t set;
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof(set), &set) == 0)
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-      if (CPU_ISSET(cpu, &set))
-        cpus_.push_back(cpu);
+    cpus_ = std::string(reinterpret_cast<const char*>(&set), sizeof(set));
+  hold_new_threads_ = !openmp_binds();
 }
 
 process_state::changes process_state::compare() const {
@@ -715,13 +730,16 @@ process_state::changes process_state::compare() const {
   }
   // A thread the kernel pinned to fewer CPUs (the reference's intra-op workers on one core)
   // slows the reference alone, as fewer intra-op threads would. A thread started since is held
-  // to what the runner's own thread could run on then; one that ended is no change.
-  for (auto& [tid, cpus] : thread_affinities()) {
+  // to what the evaluating thread could run on then (unless OpenMP pins its own workers); one
+  // that ended is no change.
+  for (auto& [tid, mask] : thread_affinities()) {
     auto was = affinity_.find(tid);
+    if (was == affinity_.end() && (!hold_new_threads_ || cpus_.empty()))
+      continue;
     const auto& expected = was != affinity_.end() ? was->second : cpus_;
-    if (cpus != expected && !cpus_.empty()) {
+    if (mask != expected) {
       out.global.push_back("the CPUs thread " + std::to_string(tid) + " may run on: " + cpus_text(expected) + " -> "
-                           + cpus_text(cpus));
+                           + cpus_text(mask));
       break;
     }
   }
@@ -778,15 +796,16 @@ void process_state::restore() const {
        [&](const std::string& v) { ctx.setBlasPreferredBackend(static_cast<at::BlasBackend>(std::stoi(v))); });
   back("deterministic fill of uninitialized memory",
        [&](const std::string& v) { ctx.setDeterministicFillUninitializedMemory(v == "true"); });
-  for (auto& [tid, cpus] : thread_affinities()) {
+  for (auto& [tid, mask] : thread_affinities()) {
     auto was = affinity_.find(tid);
+    if (was == affinity_.end() && (!hold_new_threads_ || cpus_.empty()))
+      continue;
     const auto& expected = was != affinity_.end() ? was->second : cpus_;
-    if (cpus == expected || expected.empty())
+    if (mask == expected)
       continue;
     cpu_set_t set;
     CPU_ZERO(&set);
-    for (int cpu : expected)
-      CPU_SET(cpu, &set);
+    std::memcpy(&set, expected.data(), std::min(expected.size(), sizeof(set)));
     (void)::sched_setaffinity(static_cast<pid_t>(tid), sizeof(set), &set);
   }
   // A limit a kernel lowered cannot be raised past the hard limit it may have lowered too:

@@ -168,15 +168,17 @@ private:
   int64_t threads_ = 0;
   bool grad_ = false;
   std::string device_;
-  /// The CPUs each thread of the process may run on, by thread id, at construction; a thread
-  /// started later is held to `cpus_` (what the constructing thread may run on).
-  std::map<long, std::vector<int>> affinity_;
-  std::vector<int> cpus_;
+  /// The CPUs each thread of the process may run on (a cpu_set_t's bytes), by thread id, at
+  /// construction; a thread started later is held to `cpus_` (what the constructing thread
+  /// may run on), unless OpenMP was told to bind its workers (`hold_new_threads_` false).
+  std::map<long, std::string> affinity_;
+  std::string cpus_;
+  bool hold_new_threads_ = true;
 };
 
-/// The CPUs each thread of this process may run on, by thread id (/proc/self/task); a thread
-/// whose mask cannot be read (it ended meanwhile) is left out.
-std::map<long, std::vector<int>> thread_affinities();
+/// The CPUs each thread of this process may run on, as a cpu_set_t's bytes, by thread id
+/// (/proc/self/task); a thread whose mask cannot be read (it ended meanwhile) is left out.
+std::map<long, std::string> thread_affinities();
 
 /// On CUDA: fills the free blocks of the caching allocator with the canary, so that memory a
 /// kernel allocates and returns without writing reads as NaN even on its first call. Of each

@@ -364,14 +364,16 @@ TEST_CASE("process_state finds a thread pinned to fewer CPUs, and a new thread, 
   if (CPU_COUNT(&every) < 2) {
     BB_SKIP("this process may run on one CPU only: nothing to take away");
   }
+  // Whatever fails below, this thread runs on every CPU again and the worker is joined.
+  struct unpin {
+    cpu_set_t cpus;
+    ~unpin() { (void)::sched_setaffinity(0, sizeof(cpus), &cpus); }
+  } unpinned{every};
   process_state state("cpu");
   CHECK(state.compare().global.empty());
-  auto first = [&] {
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-      if (CPU_ISSET(cpu, &every))
-        return cpu;
-    return -1;
-  }();
+  int first = 0;
+  while (!CPU_ISSET(first, &every))
+    ++first;
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(first, &one);
@@ -380,7 +382,10 @@ TEST_CASE("process_state finds a thread pinned to fewer CPUs, and a new thread, 
   REQUIRE(::sched_setaffinity(0, sizeof(one), &one) == 0);
   auto c = state.compare();
   CHECK(contains(c.global, "the CPUs thread " + std::to_string(::gettid()) + " may run on: "
-                             + std::to_string(CPU_COUNT(&every)) + " CPUs -> 1 CPU"));
+                             + std::to_string(CPU_COUNT(&every)) + " CPUs ("));
+  CHECK(contains(c.global, "the CPUs thread " + std::to_string(::gettid()) + " may run on: "));
+  CHECK(c.global.size() == 1);
+  CHECK(c.global.front().find("-> 1 CPU (" + std::to_string(first) + ")") != std::string::npos);
   state.restore();
   cpu_set_t now;
   CPU_ZERO(&now);
@@ -390,19 +395,32 @@ TEST_CASE("process_state finds a thread pinned to fewer CPUs, and a new thread, 
 
   // A thread started since, pinned: held to what this thread could run on.
   std::atomic<bool> pinned{false}, done{false};
-  std::thread worker([&] {
-    (void)::sched_setaffinity(0, sizeof(one), &one);
-    pinned = true;
-    while (!done)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  });
+  std::atomic<long> tid{0};
+  struct joined {
+    std::thread t;
+    std::atomic<bool>& done;
+    ~joined() {
+      done = true;
+      if (t.joinable())
+        t.join();
+    }
+  } worker{std::thread([&] {
+             tid = ::gettid();
+             (void)::sched_setaffinity(0, sizeof(one), &one);
+             pinned = true;
+             while (!done)
+               std::this_thread::sleep_for(std::chrono::milliseconds(1));
+           }),
+           done};
   while (!pinned)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  CHECK(contains(state.compare().global, "the CPUs thread "));
+  CHECK(contains(state.compare().global, "the CPUs thread " + std::to_string(tid.load()) + " may run on: "));
   state.restore();
   CHECK(state.compare().global.empty());
-  done = true;
-  worker.join();
+  cpu_set_t worker_now;
+  CPU_ZERO(&worker_now);
+  REQUIRE(::sched_getaffinity(static_cast<pid_t>(tid.load()), sizeof(worker_now), &worker_now) == 0);
+  CHECK(CPU_EQUAL(&worker_now, &every));
 }
 
 TEST_CASE("process_state reports and restores threads, grad mode and dispatch keys", "[runner]") {
