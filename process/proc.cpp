@@ -72,20 +72,26 @@ std::string read_proc_cwd(pid_t pid) {
   return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
 }
 
+std::vector<long> numbered_entries(const char* dir) {
+  std::vector<long> out;
+  DIR* d = ::opendir(dir);
+  if (!d)
+    return out;
+  while (auto* entry = ::readdir(d)) {
+    char* end = nullptr;
+    long n = std::strtol(entry->d_name, &end, 10);
+    if (n > 0 && *end == '\0')
+      out.push_back(n);
+  }
+  ::closedir(d);
+  return out;
+}
+
 std::vector<proc_stat> children_of(pid_t parent) {
   std::vector<proc_stat> out;
-  DIR* proc = ::opendir("/proc");
-  if (!proc)
-    return out;
-  while (auto* entry = ::readdir(proc)) {
-    char* end = nullptr;
-    long pid = std::strtol(entry->d_name, &end, 10);
-    if (pid <= 0 || *end != '\0')
-      continue;
+  for (long pid : numbered_entries("/proc"))
     if (auto st = read_proc_stat(static_cast<pid_t>(pid)); st && st->ppid == parent)
       out.push_back(*st);
-  }
-  ::closedir(proc);
   return out;
 }
 

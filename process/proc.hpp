@@ -36,4 +36,8 @@ std::string read_proc_cwd(pid_t pid);
 /// The processes whose parent is `parent`.
 std::vector<proc_stat> children_of(pid_t parent);
 
+/// The entries of the folder `dir` named by a positive number, as numbers: the processes of
+/// /proc, the threads of /proc/self/task. Empty when it cannot be read.
+std::vector<long> numbered_entries(const char* dir);
+
 } // namespace bb

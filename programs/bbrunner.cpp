@@ -306,7 +306,11 @@ std::string runner_device;
 // are far less.
 constexpr int64_t kept_device_memory_limit = int64_t{2} << 30;
 
-// What makes this runner unfit for another job (each said on stderr).
+// After each job: a failed graph capture, code the timer relies on rewritten (by the job's
+// kernel after its last check, a destructor, a thread), a kernel's Python thread still running
+// (it would run beside the next job's timed calls), or device memory a kernel keeps alive past
+// its job (the next job's reference and kernel would fail for want of it): the next job gets a
+// fresh runner. Each reason but the first two is said on stderr.
 bool spoiled() {
   bb::runner::check_all_code();
   if (bb::runner::graph_capture_failed() || !bb::runner::code_finding().empty())
@@ -332,11 +336,6 @@ bb::runner_handlers handlers() {
   };
   h.resolve = bb::runner::resolve_schema;
   h.check = bb::runner::check_device;
-  // After each job: a failed graph capture, code the timer relies on rewritten (by the job's
-  // kernel after its last check, a destructor, a thread), a kernel's Python thread still
-  // running (it would run beside the next job's timed calls), or device memory a kernel keeps
-  // alive past its job (the next job's reference and kernel would fail for want of it): the
-  // next job gets a fresh runner.
   h.spoiled = [] {
     try {
       return spoiled();

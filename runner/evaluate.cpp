@@ -487,6 +487,19 @@ void overwrite_answer(const c10::IValue& out, const prepared_input& in) {
   });
 }
 
+// The reference's call on `call` after the kernel's, for the values compared (its first answer,
+// overwritten, is let go first: no more memory is held than for one reference call). Told as
+// neither side's: the reference ran on this input before the kernel, so a crash or a hang now
+// is no reason to leave the input out.
+std::optional<call_error> reference_after_kernel(op_context& ctx, const built_call& call, prepared_input& ref_in,
+                                                 c10::IValue& ref, const std::string& label, input_kind kind,
+                                                 size_t index) {
+  ref = c10::IValue();
+  ref_in = prepared_input{};
+  tell(ctx, label + ": reference, for the values to compare", code_side::neither, kind, index);
+  return run_one_call(ctx, "reference_calls", ctx.reference, call, ref_in, ref);
+}
+
 // Does the reference agree with itself on `call`? (Some of aten's kernels leave part of an
 // output unwritten on some devices and dtypes.) Empty when it does, else why not.
 std::string reference_disagrees(op_context& ctx, const built_call& call, const c10::IValue& ref) {
@@ -545,13 +558,8 @@ void check_extra_inputs(op_context& ctx, input_state& st, const std::string& lab
       st.run_error = e;
       return;
     }
-    if (checks_on(ctx)) {
-      ref = c10::IValue();
-      ref_in = prepared_input{};
-      tell(ctx, what + ": reference, for the values to compare", code_side::neither, kind, index);
-      if (run_one_call(ctx, "reference_calls", ctx.reference, v.call, ref_in, ref))
-        continue;
-    }
+    if (checks_on(ctx) && reference_after_kernel(ctx, v.call, ref_in, ref, what, kind, index))
+      continue;
     auto verdict = ctx.phases.time("compare", [&] {
       return own("comparing the results", [&] { return compare(ref, res, ctx.opts.atol, ctx.opts.rtol); });
     });
@@ -595,13 +603,7 @@ void check(op_context& ctx, input_state& st, const std::string& label, input_kin
   prepared_input in;
   auto e = run_checked_kernel_call(ctx, *st.call, in, res, ref);
   if (!e && checks_on(ctx)) {
-    // Told as neither side's: the reference ran on this input before the kernel, so a crash
-    // or a hang now is no reason to leave the input out. The first answer goes first, so
-    // that no more memory is held than for one reference call.
-    ref = c10::IValue();
-    ref_in = prepared_input{};
-    tell(ctx, label + ": reference, for the values to compare", code_side::neither, kind, index);
-    if (auto again = run_one_call(ctx, "reference_calls", ctx.reference, *st.call, ref_in, ref)) {
+    if (auto again = reference_after_kernel(ctx, *st.call, ref_in, ref, label, kind, index)) {
       // It raised: the evaluator runs it again where the kernel never ran.
       if (again->verdict != outcome::cuda_error)
         again->relabel(outcome::reference_error);

@@ -1,5 +1,7 @@
 #include "runner/guards.hpp"
 
+#include "process/proc.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -16,7 +18,6 @@
 #include <ATen/Context.h>
 #include <sched.h>
 #include <sys/resource.h>
-#include <dirent.h>
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
@@ -605,20 +606,12 @@ bool watched_limit(const std::string& name) {
 
 std::map<long, std::string> thread_affinities() {
   std::map<long, std::string> out;
-  DIR* dir = ::opendir("/proc/self/task");
-  if (!dir)
-    return out;
-  while (auto* entry = ::readdir(dir)) {
-    char* end = nullptr;
-    long tid = std::strtol(entry->d_name, &end, 10);
-    if (end == entry->d_name || *end != '\0')
-      continue;
+  for (long tid : numbered_entries("/proc/self/task")) {
     cpu_set_t set;
     CPU_ZERO(&set);
     if (::sched_getaffinity(static_cast<pid_t>(tid), sizeof(set), &set) == 0)
       out[tid] = std::string(reinterpret_cast<const char*>(&set), sizeof(set));
   }
-  ::closedir(dir);
   return out;
 }
 

@@ -512,28 +512,29 @@ void python_mark_threads() {
   }
 }
 
-std::vector<std::string> python_new_threads() {
+namespace {
+
+// The names a thread helper (new_threads, stray_threads) returns; none before Python starts.
+std::vector<std::string> thread_names(py::object helpers::*which) {
   auto* h = python.load();
   if (!h)
     return {};
   py::gil_scoped_acquire gil;
   try {
-    return h->new_threads().cast<std::vector<std::string>>();
+    return (h->*which)().cast<std::vector<std::string>>();
   } catch (const py::error_already_set&) {
     return {"(threading could not be read)"};
   }
 }
 
+} // namespace
+
+std::vector<std::string> python_new_threads() {
+  return thread_names(&helpers::new_threads);
+}
+
 std::vector<std::string> python_stray_threads() {
-  auto* h = python.load();
-  if (!h)
-    return {};
-  py::gil_scoped_acquire gil;
-  try {
-    return h->stray_threads().cast<std::vector<std::string>>();
-  } catch (const py::error_already_set&) {
-    return {"(threading could not be read)"};
-  }
+  return thread_names(&helpers::stray_threads);
 }
 
 void python_use_jit_folder(const std::string& folder) {
